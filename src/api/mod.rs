@@ -1,0 +1,72 @@
+//! The training CRDs trainset serves: `kubeflow.org/v1` TFJob, PyTorchJob, XGBoostJob, PaddleJob,
+//! JAXJob and `kubeflow.org/v2beta1` MPIJob, with every v1 field.
+
+mod common;
+pub mod jax;
+pub mod mpi;
+pub mod paddle;
+pub mod pytorch;
+pub mod tensorflow;
+mod validation;
+pub mod xgboost;
+
+pub use common::*;
+pub use jax::JAXJob;
+pub use mpi::MPIJob;
+pub use paddle::PaddleJob;
+pub use pytorch::PyTorchJob;
+pub use tensorflow::TFJob;
+pub use validation::{Rule, with_rules};
+pub use xgboost::XGBoostJob;
+
+use kube::{CustomResourceExt, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// The `runPolicy.managedBy` value that means trainset reconciles the job.
+pub const TRAINING_OPERATOR: &str = "kubeflow.org/training-operator";
+/// mpi-operator's own `managedBy` value; trainset serves MPIJob v2beta1 in its place.
+pub const MPI_OPERATOR: &str = "kubeflow.org/mpi-operator";
+/// MultiKueue's `managedBy` value: the job runs on a worker cluster, not here.
+pub const MULTIKUEUE: &str = "kueue.x-k8s.io/multikueue";
+
+/// What every training kind exposes to validation, compilation and status.
+pub trait TrainingJob:
+    Resource<DynamicType = ()> + CustomResourceExt + Serialize + DeserializeOwned + Clone
+{
+    /// The spec field that holds the replica specs, e.g. `tfReplicaSpecs`.
+    const REPLICA_SPECS_FIELD: &'static str;
+    /// Valid replica types in their canonical spelling.
+    const REPLICA_TYPES: &'static [&'static str];
+    /// The container that must exist in every replica and that carries the framework's port and
+    /// exit code; `None` where the kind requires no name (MPIJob uses container 0).
+    const DEFAULT_CONTAINER: Option<&'static str>;
+    /// `runPolicy.managedBy` values the CRD accepts; the first one is trainset's.
+    const MANAGED_BY_VALUES: &'static [&'static str];
+
+    fn replica_specs(&self) -> &ReplicaSpecs;
+    fn run_policy(&self) -> Option<&RunPolicy>;
+    fn job_status(&self) -> Option<&JobStatus>;
+
+    /// CEL rules beyond the ones every kind shares, each placed at a schema path.
+    fn extra_rules() -> Vec<Rule> {
+        Vec::new()
+    }
+}
+
+/// Implements the accessors of [`TrainingJob`] for a kind whose spec has `runPolicy` and the
+/// given replica-spec field.
+macro_rules! training_job_accessors {
+    ($field:ident) => {
+        fn replica_specs(&self) -> &$crate::api::ReplicaSpecs {
+            &self.spec.$field
+        }
+        fn run_policy(&self) -> Option<&$crate::api::RunPolicy> {
+            self.spec.run_policy.as_ref()
+        }
+        fn job_status(&self) -> Option<&$crate::api::JobStatus> {
+            self.status.as_ref()
+        }
+    };
+}
+pub(crate) use training_job_accessors;

@@ -1,0 +1,69 @@
+//! PaddleJob (`kubeflow.org/v1`).
+
+use k8s_openapi::api::autoscaling::v2::MetricSpec;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    JobStatus, MULTIKUEUE, ReplicaSpecs, Rule, RunPolicy, TRAINING_OPERATOR, TrainingJob,
+    training_job_accessors,
+};
+
+/// A distributed PaddlePaddle training job: Workers only (collective mode) or Master and Workers
+/// (parameter-server mode).
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "kubeflow.org",
+    version = "v1",
+    kind = "PaddleJob",
+    plural = "paddlejobs",
+    shortname = "paddlejob",
+    category = "kubeflow",
+    category = "all",
+    namespaced,
+    status = "JobStatus",
+    printcolumn(name = "State", type_ = "string", json_path = ".status.state", description = "Current state"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PaddleJobSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_policy: Option<RunPolicy>,
+    /// Accepted for compatibility; v1's Paddle controller never acted on it either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elastic_policy: Option<PaddleElasticPolicy>,
+    /// Replica specs keyed by Master and Worker (any case).
+    pub paddle_replica_specs: ReplicaSpecs,
+}
+
+/// Paddle elastic bounds (not acted upon, as in v1).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PaddleElasticPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_replicas: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replicas: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_restarts: Option<i32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<MetricSpec>,
+}
+
+impl TrainingJob for PaddleJob {
+    const REPLICA_SPECS_FIELD: &'static str = "paddleReplicaSpecs";
+    const REPLICA_TYPES: &'static [&'static str] = &["Master", "Worker"];
+    const DEFAULT_CONTAINER: Option<&'static str> = Some("paddle");
+    const MANAGED_BY_VALUES: &'static [&'static str] = &[TRAINING_OPERATOR, MULTIKUEUE];
+
+    training_job_accessors!(paddle_replica_specs);
+
+    fn extra_rules() -> Vec<Rule> {
+        vec![Rule::on_field(
+            "elasticPolicy",
+            "!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
+            "minReplicas must not exceed maxReplicas",
+        )]
+    }
+}

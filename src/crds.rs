@@ -1,0 +1,41 @@
+//! The CRDs trainset serves, generated from the Rust types plus their CEL rules.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+use crate::api::{JAXJob, MPIJob, PaddleJob, PyTorchJob, TFJob, TrainingJob, XGBoostJob, with_rules};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CrdError {
+    #[error("building the {kind} CRD: {source}")]
+    Build { kind: &'static str, source: serde_json::Error },
+    #[error("writing the {name} CRD as YAML: {source}")]
+    Yaml { name: String, source: serde_norway::Error },
+}
+
+fn crd<K: TrainingJob>() -> Result<CustomResourceDefinition, CrdError> {
+    with_rules::<K>(K::crd()).map_err(|source| CrdError::Build { kind: K::KIND, source })
+}
+
+/// All six CRDs, in a fixed order.
+pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
+    Ok(vec![
+        crd::<TFJob>()?,
+        crd::<PyTorchJob>()?,
+        crd::<XGBoostJob>()?,
+        crd::<PaddleJob>()?,
+        crd::<JAXJob>()?,
+        crd::<MPIJob>()?,
+    ])
+}
+
+/// The file a CRD is committed as under `crds/`: `<group>_<plural>.yaml`.
+pub fn file_name(crd: &CustomResourceDefinition) -> String {
+    format!("{}_{}.yaml", crd.spec.group, crd.spec.names.plural)
+}
+
+/// One CRD as a YAML document (without the `---` separator).
+pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, CrdError> {
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    serde_norway::to_string(crd).map_err(|source| CrdError::Yaml { name, source })
+}

@@ -1,0 +1,66 @@
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+
+/// Serves the Kubeflow training APIs on JobSet.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the controller.
+    Run,
+    /// Compile training job manifests into the objects the controller would create.
+    Render {
+        /// The manifest file, or - for standard input.
+        #[arg(short = 'f', long = "filename", env = "TRAINSET_RENDER_FILE")]
+        file: PathBuf,
+        /// Output format.
+        #[arg(short = 'o', long = "output", env = "TRAINSET_RENDER_OUTPUT", value_enum, default_value_t = Output::Yaml)]
+        output: Output,
+    },
+    /// Print the CRDs of every training kind, or write one file each into a directory.
+    Crds {
+        /// Write `<group>_<plural>.yaml` files into this directory instead of printing.
+        #[arg(long, env = "TRAINSET_CRDS_DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Output {
+    Yaml,
+    Json,
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Run => bail!("`trainset run` is not implemented yet (issue 5)"),
+        Command::Render { .. } => bail!("`trainset render` is not implemented yet (issue 3)"),
+        Command::Crds { dir } => print_crds(dir),
+    }
+}
+
+fn print_crds(dir: Option<PathBuf>) -> anyhow::Result<()> {
+    let crds = trainset::crds::all()?;
+    match dir {
+        Some(dir) => {
+            for crd in &crds {
+                let path = dir.join(trainset::crds::file_name(crd));
+                std::fs::write(&path, trainset::crds::to_yaml(crd)?)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+        }
+        None => {
+            for crd in &crds {
+                print!("---\n{}", trainset::crds::to_yaml(crd)?);
+            }
+        }
+    }
+    Ok(())
+}
