@@ -1,20 +1,30 @@
 //! The CRDs trainset serves, generated from the Rust types plus their CEL rules.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::CustomResourceExt;
 
-use crate::api::{JAXJob, MPIJob, PaddleJob, PyTorchJob, TFJob, TrainingJob, XGBoostJob, with_rules};
+use crate::api::{
+    JAXJob, MPIJob, PaddleJob, PyTorchJob, TFJob, TrainingJob, XGBoostJob, with_rules,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CrdError {
-    #[error("building the {kind} CRD: {source}")]
-    Build { kind: &'static str, source: serde_json::Error },
+    #[error("building the {crd} CRD: {source}")]
+    Build {
+        crd: &'static str,
+        source: serde_json::Error,
+    },
     #[error("writing the {name} CRD as YAML: {source}")]
-    Yaml { name: String, source: serde_norway::Error },
+    Yaml {
+        name: String,
+        source: serde_norway::Error,
+    },
 }
 
 fn crd<K: TrainingJob>() -> Result<CustomResourceDefinition, CrdError> {
-    with_rules::<K>(K::crd()).map_err(|source| CrdError::Build { kind: K::KIND, source })
+    with_rules::<K>(K::crd()).map_err(|source| CrdError::Build {
+        crd: K::crd_name(),
+        source,
+    })
 }
 
 /// All six CRDs, in a fixed order.

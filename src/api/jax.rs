@@ -21,8 +21,17 @@ use super::{
     category = "all",
     namespaced,
     status = "JobStatus",
-    printcolumn(name = "State", type_ = "string", json_path = ".status.state", description = "Current state"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "State",
+        type_ = "string",
+        json_path = ".status.state",
+        description = "Current state"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct JAXJobSpec {

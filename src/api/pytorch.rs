@@ -28,8 +28,17 @@ use super::{
         status_replicas_path = ".status.replicaStatuses.Worker.active",
         label_selector_path = ".status.replicaStatuses.Worker.selector"
     ),
-    printcolumn(name = "State", type_ = "string", json_path = ".status.state", description = "Current state"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "State",
+        type_ = "string",
+        json_path = ".status.state",
+        description = "Current state"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PyTorchJobSpec {

@@ -21,8 +21,17 @@ use super::{
     category = "all",
     namespaced,
     status = "JobStatus",
-    printcolumn(name = "State", type_ = "string", json_path = ".status.state", description = "Current state"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "State",
+        type_ = "string",
+        json_path = ".status.state",
+        description = "Current state"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TFJobSpec {
@@ -53,7 +62,8 @@ pub enum TFSuccessPolicy {
 
 impl TrainingJob for TFJob {
     const REPLICA_SPECS_FIELD: &'static str = "tfReplicaSpecs";
-    const REPLICA_TYPES: &'static [&'static str] = &["Chief", "Master", "PS", "Worker", "Evaluator"];
+    const REPLICA_TYPES: &'static [&'static str] =
+        &["Chief", "Master", "PS", "Worker", "Evaluator"];
     const DEFAULT_CONTAINER: Option<&'static str> = Some("tensorflow");
     const MANAGED_BY_VALUES: &'static [&'static str] = &[TRAINING_OPERATOR, MULTIKUEUE];
 

@@ -36,7 +36,11 @@ pub struct Rule {
 
 impl Rule {
     fn new(place: Place, rule: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { place, rule: rule.into(), message: message.into() }
+        Self {
+            place,
+            rule: rule.into(),
+            message: message.into(),
+        }
     }
 
     /// A rule on the replica-spec map (`self` is the map).
@@ -46,7 +50,13 @@ impl Rule {
 
     /// A rule on `spec` whose errors are reported at `spec.<field>`.
     pub fn on_spec(rule: &str, message: &str, field: &str) -> Self {
-        Self::new(Place::Spec { field_path: Some(format!(".{field}")) }, rule, message)
+        Self::new(
+            Place::Spec {
+                field_path: Some(format!(".{field}")),
+            },
+            rule,
+            message,
+        )
     }
 
     /// A rule on the direct child `field` of `spec` (`self` is that field).
@@ -56,7 +66,10 @@ impl Rule {
 
     fn to_json(&self) -> Value {
         let mut value = json!({ "rule": self.rule, "message": self.message });
-        if let Place::Spec { field_path: Some(path) } = &self.place {
+        if let Place::Spec {
+            field_path: Some(path),
+        } = &self.place
+        {
             value["fieldPath"] = json!(path);
         }
         value
@@ -66,8 +79,10 @@ impl Rule {
 /// The rules every kind shares, built from its replica types and default container.
 fn common_rules<K: TrainingJob>() -> Vec<Rule> {
     let field = K::REPLICA_SPECS_FIELD;
-    let lower_types: Vec<String> =
-        K::REPLICA_TYPES.iter().map(|t| format!("'{}'", t.to_ascii_lowercase())).collect();
+    let lower_types: Vec<String> = K::REPLICA_TYPES
+        .iter()
+        .map(|t| format!("'{}'", t.to_ascii_lowercase()))
+        .collect();
     let mut rules = vec![
         Rule::new(
             Place::Root,
@@ -85,8 +100,14 @@ fn common_rules<K: TrainingJob>() -> Vec<Rule> {
         ),
         Rule::new(
             Place::ReplicaSpecs,
-            format!("self.all(k, k.lowerAscii() in [{}])", lower_types.join(", ")),
-            format!("replica types must be {} (in any case)", K::REPLICA_TYPES.join(", ")),
+            format!(
+                "self.all(k, k.lowerAscii() in [{}])",
+                lower_types.join(", ")
+            ),
+            format!(
+                "replica types must be {} (in any case)",
+                K::REPLICA_TYPES.join(", ")
+            ),
         ),
         Rule::new(
             Place::ReplicaSpecs,
@@ -104,7 +125,9 @@ fn common_rules<K: TrainingJob>() -> Vec<Rule> {
             "every container in template.spec.containers needs an image",
         ),
         Rule::new(
-            Place::Spec { field_path: Some(".runPolicy.managedBy".to_owned()) },
+            Place::Spec {
+                field_path: Some(".runPolicy.managedBy".to_owned()),
+            },
             "(has(self.runPolicy) && has(self.runPolicy.managedBy)) == (has(oldSelf.runPolicy) && has(oldSelf.runPolicy.managedBy)) && \
              (!has(self.runPolicy) || !has(self.runPolicy.managedBy) || self.runPolicy.managedBy == oldSelf.runPolicy.managedBy)",
             "runPolicy.managedBy is immutable",
@@ -129,7 +152,11 @@ pub fn with_rules<K: TrainingJob>(
 ) -> Result<CustomResourceDefinition, serde_json::Error> {
     let mut value = serde_json::to_value(crd)?;
     let field = K::REPLICA_SPECS_FIELD;
-    for version in value["spec"]["versions"].as_array_mut().into_iter().flatten() {
+    for version in value["spec"]["versions"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
         let root = &mut version["schema"]["openAPIV3Schema"];
         let spec = &mut root["properties"]["spec"];
         let map = &mut spec["properties"][field];
@@ -154,7 +181,10 @@ pub fn with_rules<K: TrainingJob>(
 }
 
 fn push_rule(schema: &mut Value, rule: Value) {
-    match schema.get_mut("x-kubernetes-validations").and_then(Value::as_array_mut) {
+    match schema
+        .get_mut("x-kubernetes-validations")
+        .and_then(Value::as_array_mut)
+    {
         Some(rules) => rules.push(rule),
         None => schema["x-kubernetes-validations"] = json!([rule]),
     }
