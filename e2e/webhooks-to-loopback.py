@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Rewrites a controller's kubebuilder webhook configurations so kube-apiserver calls the
+controller on loopback.
+
+Usage: webhooks-to-loopback.py MANIFESTS BASE_URL CA_FILE NAME_PREFIX
+
+Reads MANIFESTS (the module's config/components/webhook/manifests.yaml), applies the JSON
+"replace" patches that the module's kustomization lists for each configuration (they add the
+pod webhooks' object selectors), points every webhook's clientConfig at BASE_URL + its path with
+CA_FILE as caBundle, prefixes each configuration name with NAME_PREFIX, and prints the result as
+JSON documents (one per line) on standard output.
+"""
+
+import base64
+import json
+import os
+import sys
+
+import yaml
+
+
+def apply_replace_patches(doc, patches):
+    for patch in patches:
+        if patch.get("op") != "replace":
+            raise SystemExit(f"unsupported patch op {patch.get('op')!r}")
+        parts = [p for p in patch["path"].split("/") if p]
+        target = doc
+        for part in parts[:-1]:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        last = parts[-1]
+        if isinstance(target, list):
+            target[int(last)] = patch["value"]
+        else:
+            target[last] = patch["value"]
+
+
+def kustomize_patches(manifests_path):
+    """Maps (kind, name) to the JSON patches the kustomization beside MANIFESTS lists."""
+    folder = os.path.dirname(manifests_path)
+    kustomization = os.path.join(folder, "kustomization.yaml")
+    if not os.path.exists(kustomization):
+        return {}
+    with open(kustomization) as f:
+        config = yaml.safe_load(f) or {}
+    found = {}
+    for entry in config.get("patches", []):
+        target = entry.get("target", {})
+        with open(os.path.join(folder, entry["path"])) as f:
+            patch = yaml.safe_load(f)
+        if isinstance(patch, list):
+            found[(target.get("kind"), target.get("name"))] = patch
+    return found
+
+
+def main():
+    if len(sys.argv) != 5:
+        raise SystemExit(__doc__)
+    manifests, base_url, ca_file, prefix = sys.argv[1:]
+    with open(ca_file, "rb") as f:
+        ca_bundle = base64.b64encode(f.read()).decode()
+    patches = kustomize_patches(manifests)
+    with open(manifests) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    for doc in docs:
+        kind, name = doc["kind"], doc["metadata"]["name"]
+        apply_replace_patches(doc, patches.get((kind, name), []))
+        doc["metadata"]["name"] = prefix + name
+        for hook in doc.get("webhooks", []):
+            path = hook["clientConfig"]["service"].get("path", "/")
+            hook["clientConfig"] = {"url": base_url.rstrip("/") + path, "caBundle": ca_bundle}
+        print(json.dumps(doc))
+
+
+if __name__ == "__main__":
+    main()
