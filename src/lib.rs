@@ -1,4 +1,6 @@
 //! trainset: serves the Kubeflow training APIs and runs every training job as one JobSet.
 
 pub mod api;
+pub mod compile;
 pub mod crds;
+pub mod render;

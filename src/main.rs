@@ -1,4 +1,4 @@
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
@@ -20,6 +20,14 @@ enum Command {
         /// The manifest file, or - for standard input.
         #[arg(short = 'f', long = "filename", env = "TRAINSET_RENDER_FILE")]
         file: PathBuf,
+        /// Namespace for manifests that name none.
+        #[arg(
+            short = 'n',
+            long,
+            env = "TRAINSET_RENDER_NAMESPACE",
+            default_value = "default"
+        )]
+        namespace: String,
         /// Output format.
         #[arg(short = 'o', long = "output", env = "TRAINSET_RENDER_OUTPUT", value_enum, default_value_t = Output::Yaml)]
         output: Output,
@@ -41,8 +49,36 @@ enum Output {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Run => bail!("`trainset run` is not implemented yet (issue 5)"),
-        Command::Render { .. } => bail!("`trainset render` is not implemented yet (issue 3)"),
+        Command::Render {
+            file,
+            namespace,
+            output,
+        } => render(&file, &namespace, output),
         Command::Crds { dir } => print_crds(dir),
+    }
+}
+
+fn render(file: &Path, namespace: &str, output: Output) -> anyhow::Result<()> {
+    let input = if file == Path::new("-") {
+        std::io::read_to_string(std::io::stdin()).context("reading standard input")?
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?
+    };
+    let format = match output {
+        Output::Yaml => trainset::render::Format::Yaml,
+        Output::Json => trainset::render::Format::Json,
+    };
+    match trainset::render::render(&input, namespace, format) {
+        Ok(text) => {
+            print!("{text}");
+            Ok(())
+        }
+        Err(errors) => {
+            for error in &errors {
+                eprintln!("error: {error}");
+            }
+            std::process::exit(1);
+        }
     }
 }
 

@@ -12,10 +12,10 @@ pub mod xgboost;
 
 pub use common::*;
 pub use jax::JAXJob;
-pub use mpi::MPIJob;
+pub use mpi::{LauncherCreationPolicy, MPIImplementation, MPIJob};
 pub use paddle::PaddleJob;
-pub use pytorch::PyTorchJob;
-pub use tensorflow::TFJob;
+pub use pytorch::{ElasticPolicy, PyTorchJob, RdzvBackend};
+pub use tensorflow::{TFJob, TFSuccessPolicy};
 pub use validation::{Rule, with_rules};
 pub use xgboost::XGBoostJob;
 

@@ -1,0 +1,39 @@
+//! JAXJob: workers only; worker 0 coordinates.
+
+use k8s_openapi::api::core::v1::EnvVar;
+
+use super::{Context, Framework, Group, Success, env};
+use crate::api::{JAXJob, RestartPolicy};
+
+pub struct Jax;
+
+impl Framework for Jax {
+    type Job = JAXJob;
+    const OPERATOR_NAME: &'static str = "jaxjob-controller";
+    const PORT: Option<(&'static str, i32)> = Some(("jaxjob-port", 6666));
+
+    fn default_restart_policy(_replica_type: &str) -> RestartPolicy {
+        RestartPolicy::Never
+    }
+
+    fn role_labels(
+        _ctx: &Context<'_, JAXJob>,
+        _group: &Group<'_>,
+    ) -> Vec<(&'static str, &'static str)> {
+        Vec::new()
+    }
+
+    fn env(ctx: &Context<'_, JAXJob>, group: &Group<'_>) -> Vec<EnvVar> {
+        vec![
+            env::value("PYTHONUNBUFFERED", "1"),
+            env::value("COORDINATOR_PORT", group.port.unwrap_or(6666).to_string()),
+            env::value("COORDINATOR_ADDRESS", ctx.address(group, 0)),
+            env::value("NUM_PROCESSES", ctx.total_replicas().to_string()),
+            env::field("PROCESS_ID", group.index_path()),
+        ]
+    }
+
+    fn success(_ctx: &Context<'_, JAXJob>) -> Success {
+        Success::all_of(&["worker"])
+    }
+}

@@ -1,0 +1,582 @@
+//! Compiles a training job into one JobSet (and, for MPIJob, its hostfile ConfigMap and SSH
+//! Secret). Pure: no client, no I/O, no panic on any input, deterministic output.
+//!
+//! The shared driver here lays out replicated jobs, labels, restart policies and the JobSet's
+//! success and failure policies; each framework file adds only what is its own (env, success rule,
+//! layout, extra objects) through [`Framework`].
+
+mod env;
+mod jax;
+mod meta;
+pub mod mpi;
+mod paddle;
+mod policy;
+mod pytorch;
+mod tensorflow;
+mod validate;
+mod xgboost;
+
+use std::collections::BTreeMap;
+
+use jobset_types::{
+    DependsOn, FailurePolicy, FailurePolicyAction, FailurePolicyRule, JobSet, JobSetSpec, Network,
+    Operator, ReplicatedJob, RestartStrategy, StartupPolicy, StartupPolicyOrder, SuccessPolicy,
+    keys,
+};
+use k8s_openapi::api::batch::v1::{JobSpec, JobTemplateSpec, SuccessPolicy as JobSuccessPolicy};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Container, ContainerPort, EnvVar, PodSpec, PodTemplateSpec, Secret,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::{Resource, ResourceExt};
+use serde_json::Value;
+
+use crate::api::{
+    JAXJob, MPIJob, PaddleJob, PyTorchJob, ReplicaSpec, RestartPolicy, TFJob, TrainingJob,
+    XGBoostJob,
+};
+
+pub use meta::{JOB_NAME, JOB_ROLE, MANAGED_BY, OPERATOR_NAME, REPLICA_TYPE, TRAINSET};
+pub use mpi::SshKeyPair;
+
+/// Whole-gang restarts the default JobSet failure policy allows before the job fails.
+pub const DEFAULT_MAX_RESTARTS: i32 = 3;
+
+/// Why a training job cannot be compiled. Every message starts with the field at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    #[error("{field}: {reason}")]
+    Invalid { field: String, reason: String },
+    #[error("{path}: {message}")]
+    Malformed { path: String, message: String },
+    #[error(
+        "apiVersion/kind: {api_version}/{kind} is not a training kind trainset serves (TFJob, PyTorchJob, XGBoostJob, PaddleJob, JAXJob at kubeflow.org/v1; MPIJob at kubeflow.org/v2beta1)"
+    )]
+    NotATrainingKind { api_version: String, kind: String },
+    #[error("MPIJob {name}: compiling needs an SSH key pair for the <name>-ssh Secret")]
+    MissingSshKey { name: String },
+}
+
+impl CompileError {
+    pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::Invalid {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// What one training job compiles to.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    pub jobset: JobSet,
+    /// MPIJob only: `<name>-config` with the hostfile and `discover_hosts.sh`.
+    pub config_map: Option<ConfigMap>,
+    /// MPIJob only: `<name>-ssh`, type `kubernetes.io/ssh-auth`.
+    pub secret: Option<Secret>,
+}
+
+impl Compiled {
+    /// Every object as JSON, the JobSet first.
+    pub fn objects(&self) -> Result<Vec<Value>, serde_json::Error> {
+        let mut objects = vec![serde_json::to_value(&self.jobset)?];
+        if let Some(config_map) = &self.config_map {
+            objects.push(serde_json::to_value(config_map)?);
+        }
+        if let Some(secret) = &self.secret {
+            objects.push(serde_json::to_value(secret)?);
+        }
+        Ok(objects)
+    }
+}
+
+/// Inputs that are not part of the training job.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options<'a> {
+    /// Namespace for a job whose manifest names none.
+    pub default_namespace: Option<&'a str>,
+    /// The key pair for an MPIJob's SSH Secret; required for MPIJob.
+    pub ssh_key: Option<&'a SshKeyPair>,
+}
+
+/// How the pods of one replica type are spread over Jobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// One Indexed Job of N pods; pod `i` is `<name>-<type>-0-<i>`.
+    Indexed,
+    /// N single-pod Jobs; pod `i` is `<name>-<type>-<i>-0` and its rank is the JobSet's global job
+    /// index (used where v1's rank is an offset plus the index, which env cannot add).
+    RankOffset,
+}
+
+/// One replica type as it is compiled: one replicated job.
+#[derive(Clone, Debug)]
+pub struct Group<'a> {
+    /// Canonical replica type, e.g. `Worker`.
+    pub replica_type: &'static str,
+    /// Replicated job name: the lower-case replica type.
+    pub name: String,
+    /// The user's key, e.g. `worker`, for error messages.
+    pub key: &'a str,
+    pub spec: &'a ReplicaSpec,
+    pub replicas: i32,
+    pub layout: Layout,
+    pub restart_policy: RestartPolicy,
+    /// The framework port of this type: its default container's named port, else the default.
+    pub port: Option<i32>,
+}
+
+impl Group<'_> {
+    /// Hostname of pod `index` of this type (without the subdomain); `index` may be a number or
+    /// a `$(VAR)` reference.
+    pub fn host(&self, job: &str, index: impl std::fmt::Display) -> String {
+        match self.layout {
+            Layout::Indexed => format!("{job}-{}-0-{index}", self.name),
+            Layout::RankOffset => format!("{job}-{}-{index}-0", self.name),
+        }
+    }
+
+    /// Downward-API path of the pod's index within its replica type.
+    pub fn index_path(&self) -> &'static str {
+        match self.layout {
+            Layout::Indexed => env::COMPLETION_INDEX_PATH,
+            Layout::RankOffset => env::JOB_INDEX_PATH,
+        }
+    }
+
+    /// `TRAINSET_REPLICA_INDEX`, the pod's index within its type, from the downward API; define
+    /// it before any value that embeds `$(TRAINSET_REPLICA_INDEX)`.
+    pub fn index_env(&self) -> EnvVar {
+        env::field(env::REPLICA_INDEX, self.index_path())
+    }
+}
+
+/// Everything a framework reads while compiling one job.
+pub struct Context<'a, J> {
+    pub job: &'a J,
+    pub owner: meta::Owner,
+    pub groups: Vec<Group<'a>>,
+}
+
+impl<J> Context<'_, J> {
+    pub fn name(&self) -> &str {
+        &self.owner.name
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.owner.namespace
+    }
+
+    pub fn group(&self, replica_type: &str) -> Option<&Group<'_>> {
+        self.groups.iter().find(|g| g.replica_type == replica_type)
+    }
+
+    /// Sum of replicas over every replica type.
+    pub fn total_replicas(&self) -> i64 {
+        self.groups.iter().map(|g| i64::from(g.replicas)).sum()
+    }
+
+    /// `<host>.<subdomain>` of pod `index` of `group`: resolvable in the job's namespace.
+    pub fn address(&self, group: &Group<'_>, index: impl std::fmt::Display) -> String {
+        format!("{}.{}", group.host(self.name(), index), self.name())
+    }
+
+    /// Like [`Context::address`], plus `.<namespace>.svc`, as v1 wrote TF_CONFIG and hostfiles.
+    pub fn service_address(&self, group: &Group<'_>, index: impl std::fmt::Display) -> String {
+        format!("{}.{}.svc", self.address(group, index), self.namespace())
+    }
+}
+
+/// Which replicated jobs must succeed for the JobSet to succeed.
+pub struct Success {
+    /// Replicated jobs the JobSet's `successPolicy` (operator All) targets.
+    pub targets: Vec<String>,
+    /// A Job `successPolicy` for a replicated job, e.g. "index 0 succeeded".
+    pub job_policies: BTreeMap<String, JobSuccessPolicy>,
+}
+
+impl Success {
+    pub fn all_of(targets: &[&str]) -> Self {
+        Self {
+            targets: targets.iter().map(|t| (*t).to_owned()).collect(),
+            job_policies: BTreeMap::new(),
+        }
+    }
+}
+
+/// One framework: what a kind adds on top of the shared compilation.
+pub trait Framework {
+    type Job: TrainingJob;
+    /// Value of `training.kubeflow.org/operator-name`, as v1 set it.
+    const OPERATOR_NAME: &'static str;
+    /// The framework's named port on the default container, with its default number.
+    const PORT: Option<(&'static str, i32)>;
+    /// Whether env goes into every container (true) or only the default container (TFJob).
+    const ENV_IN_EVERY_CONTAINER: bool = true;
+
+    fn default_restart_policy(replica_type: &str) -> RestartPolicy;
+
+    fn default_replicas(_replica_type: &str) -> i32 {
+        1
+    }
+
+    /// Replica types in replicated-job order: the coordinating type first.
+    fn order(_job: &Self::Job) -> &'static [&'static str] {
+        Self::Job::REPLICA_TYPES
+    }
+
+    fn layout(_job: &Self::Job, _replica_type: &str) -> Layout {
+        Layout::Indexed
+    }
+
+    /// Labels added to one replica type's pods besides the shared ones (v1's job-role).
+    fn role_labels(
+        ctx: &Context<'_, Self::Job>,
+        group: &Group<'_>,
+    ) -> Vec<(&'static str, &'static str)>;
+
+    /// Checks beyond the shared ones; errors name the field.
+    fn validate(_job: &Self::Job) -> Result<(), CompileError> {
+        Ok(())
+    }
+
+    /// Variables for the containers of `group`, in order; a user's variable of the same name wins.
+    fn env(ctx: &Context<'_, Self::Job>, group: &Group<'_>) -> Vec<EnvVar>;
+
+    fn success(ctx: &Context<'_, Self::Job>) -> Success;
+
+    fn depends_on(_ctx: &Context<'_, Self::Job>, _group: &Group<'_>) -> Vec<DependsOn> {
+        Vec::new()
+    }
+
+    /// Last changes to one replica type's pod (MPIJob: mounts and the default command).
+    fn finish_pod(_ctx: &Context<'_, Self::Job>, _group: &Group<'_>, _pod: &mut PodSpec) {}
+
+    /// Objects besides the JobSet.
+    fn extra_objects(
+        _ctx: &Context<'_, Self::Job>,
+        _options: &Options<'_>,
+    ) -> Result<(Option<ConfigMap>, Option<Secret>), CompileError> {
+        Ok((None, None))
+    }
+}
+
+/// Compiles a manifest of any training kind, read as JSON.
+pub fn compile_manifest(manifest: Value, options: &Options<'_>) -> Result<Compiled, CompileError> {
+    let api_version = manifest["apiVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let kind = manifest["kind"].as_str().unwrap_or_default().to_owned();
+    match (api_version.as_str(), kind.as_str()) {
+        ("kubeflow.org/v1", "TFJob") => {
+            compile::<tensorflow::TensorFlow>(&parse(manifest)?, options)
+        }
+        ("kubeflow.org/v1", "PyTorchJob") => {
+            compile::<pytorch::PyTorch>(&parse(manifest)?, options)
+        }
+        ("kubeflow.org/v1", "XGBoostJob") => {
+            compile::<xgboost::XGBoost>(&parse(manifest)?, options)
+        }
+        ("kubeflow.org/v1", "PaddleJob") => compile::<paddle::Paddle>(&parse(manifest)?, options),
+        ("kubeflow.org/v1", "JAXJob") => compile::<jax::Jax>(&parse(manifest)?, options),
+        ("kubeflow.org/v2beta1", "MPIJob") => compile::<mpi::Mpi>(&parse(manifest)?, options),
+        _ => Err(CompileError::NotATrainingKind { api_version, kind }),
+    }
+}
+
+/// The typed forms, for callers that already hold one.
+pub fn compile_tfjob(job: &TFJob, options: &Options<'_>) -> Result<Compiled, CompileError> {
+    compile::<tensorflow::TensorFlow>(job, options)
+}
+pub fn compile_pytorchjob(
+    job: &PyTorchJob,
+    options: &Options<'_>,
+) -> Result<Compiled, CompileError> {
+    compile::<pytorch::PyTorch>(job, options)
+}
+pub fn compile_xgboostjob(
+    job: &XGBoostJob,
+    options: &Options<'_>,
+) -> Result<Compiled, CompileError> {
+    compile::<xgboost::XGBoost>(job, options)
+}
+pub fn compile_paddlejob(job: &PaddleJob, options: &Options<'_>) -> Result<Compiled, CompileError> {
+    compile::<paddle::Paddle>(job, options)
+}
+pub fn compile_jaxjob(job: &JAXJob, options: &Options<'_>) -> Result<Compiled, CompileError> {
+    compile::<jax::Jax>(job, options)
+}
+pub fn compile_mpijob(job: &MPIJob, options: &Options<'_>) -> Result<Compiled, CompileError> {
+    compile::<mpi::Mpi>(job, options)
+}
+
+/// Deserializes a manifest into its kind, naming the field at fault on error.
+fn parse<K: TrainingJob>(manifest: Value) -> Result<K, CompileError> {
+    serde_path_to_error::deserialize(manifest).map_err(|error| CompileError::Malformed {
+        path: error.path().to_string(),
+        message: error.inner().to_string(),
+    })
+}
+
+fn compile<F: Framework>(job: &F::Job, options: &Options<'_>) -> Result<Compiled, CompileError> {
+    validate::common::<F>(job)?;
+    F::validate(job)?;
+    let ctx = context::<F>(job, options);
+    let success = F::success(&ctx);
+    let replicated_jobs = ctx
+        .groups
+        .iter()
+        .map(|group| replicated_job::<F>(&ctx, group, &success))
+        .collect();
+    let (config_map, secret) = F::extra_objects(&ctx, options)?;
+
+    let labels = job.labels();
+    let mut jobset_labels = BTreeMap::from([(MANAGED_BY.to_owned(), TRAINSET.to_owned())]);
+    for key in [keys::kueue::QUEUE_NAME, keys::kueue::PRIORITY_CLASS] {
+        if let Some(value) = labels.get(key) {
+            jobset_labels.insert(key.to_owned(), value.clone());
+        }
+    }
+    // Kueue admits a queued JobSet by unsuspending it, so it is created suspended.
+    let queued = labels.contains_key(keys::kueue::QUEUE_NAME);
+    let suspended = job.run_policy().and_then(|p| p.suspend).unwrap_or(false);
+
+    let jobset = JobSet {
+        metadata: ctx.owner.object_meta(ctx.name().to_owned(), jobset_labels),
+        spec: JobSetSpec {
+            replicated_jobs,
+            network: Some(Network {
+                enable_dns_hostnames: Some(true),
+                subdomain: Some(ctx.name().to_owned()),
+                publish_not_ready_addresses: Some(true),
+            }),
+            success_policy: Some(SuccessPolicy {
+                operator: Operator::All,
+                target_replicated_jobs: success.targets,
+            }),
+            failure_policy: Some(failure_policy(&ctx.groups)),
+            startup_policy: Some(StartupPolicy {
+                startup_policy_order: StartupPolicyOrder::AnyOrder,
+            }),
+            suspend: Some(suspended || queued),
+            ..Default::default()
+        },
+        status: None,
+    };
+    Ok(Compiled {
+        jobset,
+        config_map,
+        secret,
+    })
+}
+
+fn context<'a, F: Framework>(job: &'a F::Job, options: &Options<'_>) -> Context<'a, F::Job> {
+    let meta = job.meta();
+    let owner = meta::Owner {
+        api_version: F::Job::api_version(&()).into_owned(),
+        kind: F::Job::kind(&()).into_owned(),
+        name: meta.name.clone().unwrap_or_default(),
+        namespace: meta
+            .namespace
+            .clone()
+            .or_else(|| options.default_namespace.map(str::to_owned))
+            .unwrap_or_else(|| "default".to_owned()),
+        uid: meta.uid.clone(),
+    };
+    let groups = F::order(job)
+        .iter()
+        .filter_map(|replica_type| {
+            let (key, spec) = job
+                .replica_specs()
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(replica_type))?;
+            Some(Group {
+                replica_type,
+                name: replica_type.to_ascii_lowercase(),
+                key,
+                spec,
+                replicas: spec.replicas_or(F::default_replicas(replica_type)),
+                layout: F::layout(job, replica_type),
+                restart_policy: spec
+                    .restart_policy
+                    .unwrap_or_else(|| F::default_restart_policy(replica_type)),
+                port: F::PORT.map(|(name, number)| {
+                    named_port(spec, F::Job::DEFAULT_CONTAINER, name).unwrap_or(number)
+                }),
+            })
+        })
+        .collect();
+    Context { job, owner, groups }
+}
+
+/// The container the framework's port and exit codes belong to: the named default container,
+/// or container 0 where the kind names none.
+fn default_container<'a>(
+    containers: &'a mut [Container],
+    name: Option<&str>,
+) -> Option<&'a mut Container> {
+    match name {
+        Some(name) => containers.iter_mut().find(|c| c.name == name),
+        None => containers.first_mut(),
+    }
+}
+
+fn named_port(spec: &ReplicaSpec, container: Option<&str>, port: &str) -> Option<i32> {
+    let containers = &spec.template.as_ref()?.spec.as_ref()?.containers;
+    let container = match container {
+        Some(name) => containers.iter().find(|c| c.name == name)?,
+        None => containers.first()?,
+    };
+    container
+        .ports
+        .iter()
+        .flatten()
+        .find(|p| p.name.as_deref() == Some(port))
+        .map(|p| p.container_port)
+}
+
+fn replicated_job<F: Framework>(
+    ctx: &Context<'_, F::Job>,
+    group: &Group<'_>,
+    success: &Success,
+) -> ReplicatedJob {
+    let (jobs, pods_per_job) = match group.layout {
+        Layout::Indexed => (i32::from(group.replicas > 0), group.replicas.max(1)),
+        Layout::RankOffset => (group.replicas, 1),
+    };
+    let labels = BTreeMap::from([
+        (MANAGED_BY.to_owned(), TRAINSET.to_owned()),
+        (JOB_NAME.to_owned(), ctx.owner.job_name_label()),
+        (REPLICA_TYPE.to_owned(), group.name.clone()),
+    ]);
+    let default_container = F::Job::DEFAULT_CONTAINER
+        .map(str::to_owned)
+        .or_else(|| first_container_name(group.spec))
+        .unwrap_or_default();
+    ReplicatedJob {
+        name: group.name.clone(),
+        group_name: Some("default".to_owned()),
+        replicas: Some(jobs),
+        depends_on: F::depends_on(ctx, group),
+        template: JobTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(labels),
+                ..Default::default()
+            }),
+            spec: Some(JobSpec {
+                completion_mode: Some("Indexed".to_owned()),
+                completions: Some(pods_per_job),
+                parallelism: Some(pods_per_job),
+                backoff_limit: Some(policy::backoff_limit(
+                    group.restart_policy,
+                    ctx.job.run_policy(),
+                )),
+                pod_failure_policy: policy::pod_failure_policy(
+                    group.restart_policy,
+                    &default_container,
+                ),
+                success_policy: success.job_policies.get(&group.name).cloned(),
+                template: pod_template::<F>(ctx, group),
+                ..Default::default()
+            }),
+        },
+    }
+}
+
+fn first_container_name(spec: &ReplicaSpec) -> Option<String> {
+    spec.template
+        .as_ref()?
+        .spec
+        .as_ref()?
+        .containers
+        .first()
+        .map(|c| c.name.clone())
+}
+
+fn pod_template<F: Framework>(ctx: &Context<'_, F::Job>, group: &Group<'_>) -> PodTemplateSpec {
+    let mut template = group.spec.template.clone().unwrap_or_default();
+    let metadata = template.metadata.get_or_insert_with(Default::default);
+    let labels = metadata.labels.get_or_insert_with(Default::default);
+    labels.insert(JOB_NAME.to_owned(), ctx.owner.job_name_label());
+    labels.insert(REPLICA_TYPE.to_owned(), group.name.clone());
+    labels.insert(OPERATOR_NAME.to_owned(), F::OPERATOR_NAME.to_owned());
+    for (key, value) in F::role_labels(ctx, group) {
+        labels.insert(key.to_owned(), value.to_owned());
+    }
+
+    let pod = template.spec.get_or_insert_with(Default::default);
+    pod.restart_policy = Some(policy::pod_restart_policy(group.restart_policy).to_owned());
+    if pod.priority_class_name.is_none() {
+        pod.priority_class_name = ctx
+            .job
+            .run_policy()
+            .and_then(|p| p.scheduling_policy.as_ref())
+            .and_then(|s| s.priority_class.clone());
+    }
+    if let (Some((port_name, _)), Some(port)) = (F::PORT, group.port)
+        && let Some(container) = default_container(&mut pod.containers, F::Job::DEFAULT_CONTAINER)
+    {
+        let ports = container.ports.get_or_insert_with(Vec::new);
+        if !ports.iter().any(|p| p.name.as_deref() == Some(port_name)) {
+            ports.push(ContainerPort {
+                name: Some(port_name.to_owned()),
+                container_port: port,
+                ..Default::default()
+            });
+        }
+    }
+
+    let injected = F::env(ctx, group);
+    if !injected.is_empty() {
+        for container in pod.containers.iter_mut() {
+            if F::ENV_IN_EVERY_CONTAINER
+                || Some(container.name.as_str()) == F::Job::DEFAULT_CONTAINER
+            {
+                env::inject(container, &injected);
+            }
+        }
+    }
+    F::finish_pod(ctx, group, pod);
+    template
+}
+
+/// The documented default failure policy: a permanent exit code (ExitCode policy, 1-127) or a
+/// failed Job of a `Never` replica type fails the JobSet at once, as v1 failed the job; any other
+/// Job failure (a replica type's backoffLimit exhausted) restarts the whole gang, at most
+/// [`DEFAULT_MAX_RESTARTS`] times.
+fn failure_policy(groups: &[Group<'_>]) -> FailurePolicy {
+    let mut rules = vec![FailurePolicyRule {
+        name: "failOnPermanentExitCode".to_owned(),
+        action: FailurePolicyAction::FailJobSet,
+        on_job_failure_reasons: vec![keys::job_failure_reason::POD_FAILURE_POLICY.to_owned()],
+        on_job_failure_message_patterns: Vec::new(),
+        target_replicated_jobs: Vec::new(),
+    }];
+    let never: Vec<String> = groups
+        .iter()
+        .filter(|g| g.restart_policy == RestartPolicy::Never)
+        .map(|g| g.name.clone())
+        .collect();
+    if !never.is_empty() {
+        rules.push(FailurePolicyRule {
+            name: "failOnRestartPolicyNever".to_owned(),
+            action: FailurePolicyAction::FailJobSet,
+            on_job_failure_reasons: Vec::new(),
+            on_job_failure_message_patterns: Vec::new(),
+            target_replicated_jobs: never,
+        });
+    }
+    rules.push(FailurePolicyRule {
+        name: "restartGang".to_owned(),
+        action: FailurePolicyAction::RestartJobSet,
+        on_job_failure_reasons: Vec::new(),
+        on_job_failure_message_patterns: Vec::new(),
+        target_replicated_jobs: Vec::new(),
+    });
+    FailurePolicy {
+        max_restarts: Some(DEFAULT_MAX_RESTARTS),
+        restart_strategy: Some(RestartStrategy::Recreate),
+        rules,
+    }
+}
