@@ -1,0 +1,227 @@
+//! Every example renders, its output is snapshotted, and invalid input is refused with a
+//! message that names the field.
+
+use std::path::Path;
+use std::process::Command;
+
+use trainset::compile::{Options, SshKeyPair, compile_manifest};
+use trainset::render::{Format, render};
+
+/// A fixed key so MPIJob snapshots are stable; real runs generate one.
+fn test_key() -> SshKeyPair {
+    SshKeyPair {
+        private_key: "test-private-key\n".into(),
+        public_key: "ecdsa-sha2-nistp521 test-public-key".into(),
+    }
+}
+
+fn examples() -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("examples/")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            (
+                p.file_stem().expect("name").to_string_lossy().into_owned(),
+                std::fs::read_to_string(&p).expect("readable"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_example_compiles_to_its_snapshot() {
+    let key = test_key();
+    let options = Options {
+        default_namespace: Some("default"),
+        ssh_key: Some(&key),
+    };
+    let examples = examples();
+    assert!(examples.len() >= 10);
+    for (name, text) in examples {
+        let manifest: serde_json::Value = serde_norway::from_str(&text).expect("YAML");
+        let compiled =
+            compile_manifest(manifest, &options).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let documents: Vec<String> = compiled
+            .objects()
+            .expect("serializes")
+            .iter()
+            .map(|o| serde_norway::to_string(o).expect("YAML"))
+            .collect();
+        insta::assert_snapshot!(name, documents.join("---\n"));
+    }
+}
+
+#[test]
+fn every_example_renders_as_yaml_and_json() {
+    for (name, text) in examples() {
+        let yaml =
+            render(&text, "default", Format::Yaml).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        let first: serde_json::Value = serde_norway::Deserializer::from_str(&yaml)
+            .next()
+            .map(|d| serde::Deserialize::deserialize(d).expect("doc"))
+            .expect("one document");
+        assert_eq!(first["kind"], "JobSet", "{name}: the JobSet comes first");
+        let json =
+            render(&text, "default", Format::Json).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        let list: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+        assert_eq!(
+            (list["apiVersion"].as_str(), list["kind"].as_str()),
+            (Some("v1"), Some("List"))
+        );
+        let kinds: Vec<&str> = list["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .filter_map(|i| i["kind"].as_str())
+            .collect();
+        let expected: &[&str] = if name == "mpijob" {
+            &["JobSet", "ConfigMap", "Secret"]
+        } else {
+            &["JobSet"]
+        };
+        assert_eq!(kinds, expected, "{name}");
+    }
+}
+
+#[test]
+fn many_documents_render_in_order() {
+    let examples = examples();
+    let input = format!("{}\n---\n{}", examples[0].1, examples[1].1);
+    let out = render(&input, "team", Format::Json).expect("renders");
+    let list: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|i| i["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["jax-simple", "mpi-pi", "mpi-pi-config", "mpi-pi-ssh"]
+    );
+    assert!(
+        list["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .all(|i| i["metadata"]["namespace"] == "team")
+    );
+}
+
+fn pytorch(name: &str, specs: &str) -> String {
+    format!(
+        "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {{name: {name}}}\nspec:\n  pytorchReplicaSpecs:\n{specs}"
+    )
+}
+
+const WORKER: &str = "    Worker:\n      replicas: 1\n      template: {spec: {containers: [{name: pytorch, image: img}]}}\n";
+
+/// (what, input, text the error must contain)
+fn invalid_inputs() -> Vec<(&'static str, String, &'static str)> {
+    vec![
+        ("missing replica specs", "apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {name: a}\nspec: {}\n".into(), "spec: missing field `tfReplicaSpecs`"),
+        ("empty replica specs", "apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {name: a}\nspec: {tfReplicaSpecs: {}}\n".into(), "spec.tfReplicaSpecs: must hold at least one replica spec"),
+        ("unknown replica type", pytorch("a", "    Launcher: {template: {spec: {containers: [{name: pytorch, image: i}]}}}\n"), "spec.pytorchReplicaSpecs.Launcher: unknown replica type"),
+        ("no containers", pytorch("a", "    Worker: {template: {spec: {containers: []}}}\n"), "spec.pytorchReplicaSpecs.Worker.template.spec.containers: must hold at least one container"),
+        ("missing image", pytorch("a", "    Worker: {template: {spec: {containers: [{name: pytorch}]}}}\n"), "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].image"),
+        ("missing default container", pytorch("a", "    Worker: {template: {spec: {containers: [{name: main, image: i}]}}}\n"), "needs a container named pytorch"),
+        ("PyTorch Master replicas not 1", pytorch("a", &format!("    Master:\n      replicas: 2\n      template: {{spec: {{containers: [{{name: pytorch, image: i}}]}}}}\n{WORKER}")), "spec.pytorchReplicaSpecs.Master.replicas: Master replicas must be exactly 1, got 2"),
+        ("XGBoost without Master", "apiVersion: kubeflow.org/v1\nkind: XGBoostJob\nmetadata: {name: a}\nspec:\n  xgbReplicaSpecs:\n    Worker: {template: {spec: {containers: [{name: xgboost, image: i}]}}}\n".into(), "spec.xgbReplicaSpecs: a Master replica spec is required"),
+        ("negative replicas", pytorch("a", "    Worker:\n      replicas: -1\n      template: {spec: {containers: [{name: pytorch, image: i}]}}\n"), "spec.pytorchReplicaSpecs.Worker.replicas: must be at least 0, got -1"),
+        ("bad restartPolicy", pytorch("a", "    Worker:\n      restartPolicy: Sometimes\n      template: {spec: {containers: [{name: pytorch, image: i}]}}\n"), "spec.pytorchReplicaSpecs.Worker.restartPolicy: unknown variant `Sometimes`"),
+        ("name not DNS-1035", pytorch("9lives", WORKER), "metadata.name: \"9lives\" must be a DNS-1035 label"),
+        ("too-long name", pytorch("a-very-long-training-job-name-that-leaves-no-room-for-pods", WORKER), "metadata.name: is too long"),
+        ("not a training kind", "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n".into(), "apiVersion/kind: v1/Pod is not a training kind"),
+        ("malformed YAML", "apiVersion: kubeflow.org/v1\nkind: [TFJob\n".into(), "document 1: malformed YAML"),
+        ("not an object", "- just\n- a list\n".into(), "document 1: not a Kubernetes object"),
+    ]
+}
+
+#[test]
+fn invalid_input_is_refused_with_a_message_naming_the_field() {
+    let mut failures = Vec::new();
+    for (what, input, expected) in invalid_inputs() {
+        match render(&input, "default", Format::Yaml) {
+            Ok(_) => failures.push(format!("{what}: accepted")),
+            Err(errors) => {
+                let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                if !text.iter().any(|t| t.contains(expected)) {
+                    failures.push(format!("{what}: expected {expected:?} in {text:?}"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn more_than_18_replica_types_is_refused() {
+    let specs: String = (0..19)
+        .map(|i| {
+            format!(
+                "    Type{i}: {{template: {{spec: {{containers: [{{name: jax, image: i}}]}}}}}}\n"
+            )
+        })
+        .collect();
+    let input = format!(
+        "apiVersion: kubeflow.org/v1\nkind: JAXJob\nmetadata: {{name: a}}\nspec:\n  jaxReplicaSpecs:\n{specs}"
+    );
+    let errors = render(&input, "default", Format::Yaml).expect_err("refused");
+    assert!(
+        errors[0]
+            .to_string()
+            .contains("spec.jaxReplicaSpecs: at most 18 replica types"),
+        "{}",
+        errors[0]
+    );
+}
+
+#[test]
+fn the_cli_exits_1_with_every_error_and_prints_nothing() {
+    let input = format!(
+        "{}\n---\n{}",
+        pytorch("9lives", WORKER),
+        pytorch("ok", WORKER)
+    );
+    let path = std::env::temp_dir().join(format!("trainset-render-{}.yaml", std::process::id()));
+    std::fs::write(&path, input).expect("temp file");
+    let output = Command::new(env!("CARGO_BIN_EXE_trainset"))
+        .args(["render", "-f"])
+        .arg(&path)
+        .output()
+        .expect("runs");
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty(), "nothing printed on failure");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("document 1 (PyTorchJob 9lives): metadata.name"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_cli_renders_json_from_standard_input() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_trainset"))
+        .args(["render", "-f", "-", "-o", "json", "-n", "team-a"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawns");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(pytorch("ok", WORKER).as_bytes())
+        .expect("writes");
+    let output = child.wait_with_output().expect("runs");
+    assert!(output.status.success());
+    let list: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(list["items"][0]["metadata"]["namespace"], "team-a");
+}
