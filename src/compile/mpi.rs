@@ -85,6 +85,12 @@ impl Framework for Mpi {
     }
 
     fn validate(job: &MPIJob) -> Result<(), CompileError> {
+        if let Some(slots) = job.spec.slots_per_worker.filter(|s| *s < 1) {
+            return Err(CompileError::invalid(
+                "spec.slotsPerWorker",
+                format!("must be at least 1, got {slots}"),
+            ));
+        }
         validate::required::<Self>(job, "Launcher")?;
         validate::replicas_exactly::<Self>(job, "Launcher", 1)
     }

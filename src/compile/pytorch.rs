@@ -48,7 +48,27 @@ impl Framework for PyTorch {
                 ));
             }
         }
+        if let Some(nproc) = &job.spec.nproc_per_node {
+            let number = nproc.parse::<u32>().is_ok_and(|n| n > 0) && !nproc.starts_with('0');
+            if !(number || matches!(nproc.as_str(), "auto" | "cpu" | "gpu")) {
+                return Err(CompileError::invalid(
+                    "spec.nprocPerNode",
+                    format!("{nproc:?} must be auto, cpu, gpu or a positive number"),
+                ));
+            }
+        }
         if let Some(elastic) = &job.spec.elastic_policy {
+            for (name, value) in [
+                ("minReplicas", elastic.min_replicas),
+                ("maxReplicas", elastic.max_replicas),
+            ] {
+                if let Some(value) = value.filter(|v| *v < 1) {
+                    return Err(CompileError::invalid(
+                        format!("spec.elasticPolicy.{name}"),
+                        format!("must be at least 1, got {value}"),
+                    ));
+                }
+            }
             if job.spec.pytorch_replica_specs.get("Worker").is_none() {
                 return Err(CompileError::invalid(
                     "spec.elasticPolicy",

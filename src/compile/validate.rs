@@ -20,6 +20,24 @@ pub fn common<F: Framework>(job: &F::Job) -> Result<(), CompileError> {
             ),
         ));
     }
+    if let Some(policy) = job.run_policy() {
+        let limits = [
+            ("backoffLimit", policy.backoff_limit.map(i64::from)),
+            (
+                "ttlSecondsAfterFinished",
+                policy.ttl_seconds_after_finished.map(i64::from),
+            ),
+            ("activeDeadlineSeconds", policy.active_deadline_seconds),
+        ];
+        for (name, value) in limits {
+            if let Some(value) = value.filter(|v| *v < 0) {
+                return Err(CompileError::invalid(
+                    format!("spec.runPolicy.{name}"),
+                    format!("must be at least 0, got {value}"),
+                ));
+            }
+        }
+    }
     let field = format!("spec.{}", F::Job::REPLICA_SPECS_FIELD);
     let specs = job.replica_specs();
     if specs.is_empty() {
