@@ -5,7 +5,7 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 use trainset::api::{PyTorchJob, TFJob};
-use trainset::compile::{Options, compile_pytorchjob, compile_tfjob};
+use trainset::compile::{Compile, Options};
 
 fn container(name: &str) -> Value {
     json!({"name": name, "image": "registry.example/train:1.0", "command": ["python", "train.py"],
@@ -42,11 +42,11 @@ fn bench(c: &mut Criterion) {
     let options = Options::default();
     let pytorch = pytorch_8();
     c.bench_function("compile PyTorchJob, 8 replicas", |b| {
-        b.iter(|| compile_pytorchjob(black_box(&pytorch), &options).expect("compiles"))
+        b.iter(|| black_box(&pytorch).compile(&options).expect("compiles"))
     });
     let tf = tf_64();
     c.bench_function("compile TFJob, 64 workers + 2 PS", |b| {
-        b.iter(|| compile_tfjob(black_box(&tf), &options).expect("compiles"))
+        b.iter(|| black_box(&tf).compile(&options).expect("compiles"))
     });
 }
 

@@ -2,10 +2,16 @@
 
 use k8s_openapi::api::core::v1::EnvVar;
 
-use super::{Context, Framework, Group, Success, env};
+use super::{CompileError, Context, Framework, Group, Success, env};
 use crate::api::{JAXJob, RestartPolicy};
 
 pub struct Jax;
+
+impl super::Compile for JAXJob {
+    fn compile(&self, options: &super::Options<'_>) -> Result<super::Compiled, CompileError> {
+        super::compile::<Jax>(self, options)
+    }
+}
 
 impl Framework for Jax {
     type Job = JAXJob;

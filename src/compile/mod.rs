@@ -116,8 +116,6 @@ pub struct Group<'a> {
     pub replica_type: &'static str,
     /// Replicated job name: the lower-case replica type.
     pub name: String,
-    /// The user's key, e.g. `worker`, for error messages.
-    pub key: &'a str,
     pub spec: &'a ReplicaSpec,
     pub replicas: i32,
     pub layout: Layout,
@@ -269,46 +267,19 @@ pub fn compile_manifest(manifest: Value, options: &Options<'_>) -> Result<Compil
         .to_owned();
     let kind = manifest["kind"].as_str().unwrap_or_default().to_owned();
     match (api_version.as_str(), kind.as_str()) {
-        ("kubeflow.org/v1", "TFJob") => {
-            compile::<tensorflow::TensorFlow>(&parse(manifest)?, options)
-        }
-        ("kubeflow.org/v1", "PyTorchJob") => {
-            compile::<pytorch::PyTorch>(&parse(manifest)?, options)
-        }
-        ("kubeflow.org/v1", "XGBoostJob") => {
-            compile::<xgboost::XGBoost>(&parse(manifest)?, options)
-        }
-        ("kubeflow.org/v1", "PaddleJob") => compile::<paddle::Paddle>(&parse(manifest)?, options),
-        ("kubeflow.org/v1", "JAXJob") => compile::<jax::Jax>(&parse(manifest)?, options),
-        ("kubeflow.org/v2beta1", "MPIJob") => compile::<mpi::Mpi>(&parse(manifest)?, options),
+        ("kubeflow.org/v1", "TFJob") => parse::<TFJob>(manifest)?.compile(options),
+        ("kubeflow.org/v1", "PyTorchJob") => parse::<PyTorchJob>(manifest)?.compile(options),
+        ("kubeflow.org/v1", "XGBoostJob") => parse::<XGBoostJob>(manifest)?.compile(options),
+        ("kubeflow.org/v1", "PaddleJob") => parse::<PaddleJob>(manifest)?.compile(options),
+        ("kubeflow.org/v1", "JAXJob") => parse::<JAXJob>(manifest)?.compile(options),
+        ("kubeflow.org/v2beta1", "MPIJob") => parse::<MPIJob>(manifest)?.compile(options),
         _ => Err(CompileError::NotATrainingKind { api_version, kind }),
     }
 }
 
-/// The typed forms, for callers that already hold one.
-pub fn compile_tfjob(job: &TFJob, options: &Options<'_>) -> Result<Compiled, CompileError> {
-    compile::<tensorflow::TensorFlow>(job, options)
-}
-pub fn compile_pytorchjob(
-    job: &PyTorchJob,
-    options: &Options<'_>,
-) -> Result<Compiled, CompileError> {
-    compile::<pytorch::PyTorch>(job, options)
-}
-pub fn compile_xgboostjob(
-    job: &XGBoostJob,
-    options: &Options<'_>,
-) -> Result<Compiled, CompileError> {
-    compile::<xgboost::XGBoost>(job, options)
-}
-pub fn compile_paddlejob(job: &PaddleJob, options: &Options<'_>) -> Result<Compiled, CompileError> {
-    compile::<paddle::Paddle>(job, options)
-}
-pub fn compile_jaxjob(job: &JAXJob, options: &Options<'_>) -> Result<Compiled, CompileError> {
-    compile::<jax::Jax>(job, options)
-}
-pub fn compile_mpijob(job: &MPIJob, options: &Options<'_>) -> Result<Compiled, CompileError> {
-    compile::<mpi::Mpi>(job, options)
+/// A training job that compiles into a JobSet; each framework file implements it for its kind.
+pub trait Compile {
+    fn compile(&self, options: &Options<'_>) -> Result<Compiled, CompileError>;
 }
 
 /// Deserializes a manifest into its kind, naming the field at fault on error.
@@ -387,14 +358,13 @@ fn context<'a, F: Framework>(job: &'a F::Job, options: &Options<'_>) -> Context<
     let groups = F::order(job)
         .iter()
         .filter_map(|replica_type| {
-            let (key, spec) = job
+            let (_, spec) = job
                 .replica_specs()
                 .iter()
                 .find(|(k, _)| k.eq_ignore_ascii_case(replica_type))?;
             Some(Group {
                 replica_type,
                 name: replica_type.to_ascii_lowercase(),
-                key,
                 spec,
                 replicas: spec.replicas_or(F::default_replicas(replica_type)),
                 layout: F::layout(job, replica_type),

@@ -48,6 +48,12 @@ impl SshKeyPair {
 
 pub struct Mpi;
 
+impl super::Compile for MPIJob {
+    fn compile(&self, options: &super::Options<'_>) -> Result<super::Compiled, CompileError> {
+        super::compile::<Mpi>(self, options)
+    }
+}
+
 impl Framework for Mpi {
     type Job = MPIJob;
     const OPERATOR_NAME: &'static str = "mpi-operator";

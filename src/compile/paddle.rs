@@ -2,10 +2,16 @@
 
 use k8s_openapi::api::core::v1::EnvVar;
 
-use super::{Context, Framework, Group, Success, env};
+use super::{CompileError, Context, Framework, Group, Success, env};
 use crate::api::{PaddleJob, RestartPolicy};
 
 pub struct Paddle;
+
+impl super::Compile for PaddleJob {
+    fn compile(&self, options: &super::Options<'_>) -> Result<super::Compiled, CompileError> {
+        super::compile::<Paddle>(self, options)
+    }
+}
 
 impl Framework for Paddle {
     type Job = PaddleJob;

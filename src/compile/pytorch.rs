@@ -10,6 +10,12 @@ use crate::api::{PyTorchJob, RestartPolicy};
 
 pub struct PyTorch;
 
+impl super::Compile for PyTorchJob {
+    fn compile(&self, options: &super::Options<'_>) -> Result<super::Compiled, CompileError> {
+        super::compile::<PyTorch>(self, options)
+    }
+}
+
 impl Framework for PyTorch {
     type Job = PyTorchJob;
     const OPERATOR_NAME: &'static str = "pytorchjob-controller";

@@ -9,6 +9,12 @@ use crate::api::{RestartPolicy, TFJob, TFSuccessPolicy};
 
 pub struct TensorFlow;
 
+impl super::Compile for TFJob {
+    fn compile(&self, options: &super::Options<'_>) -> Result<super::Compiled, CompileError> {
+        super::compile::<TensorFlow>(self, options)
+    }
+}
+
 impl Framework for TensorFlow {
     type Job = TFJob;
     const OPERATOR_NAME: &'static str = "tfjob-controller";

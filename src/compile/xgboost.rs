@@ -8,6 +8,12 @@ use crate::api::{RestartPolicy, XGBoostJob};
 
 pub struct XGBoost;
 
+impl super::Compile for XGBoostJob {
+    fn compile(&self, options: &super::Options<'_>) -> Result<super::Compiled, CompileError> {
+        super::compile::<XGBoost>(self, options)
+    }
+}
+
 impl Framework for XGBoost {
     type Job = XGBoostJob;
     const OPERATOR_NAME: &'static str = "xgboostjob-controller";
