@@ -22,13 +22,6 @@ impl Framework for Jax {
         RestartPolicy::Never
     }
 
-    fn role_labels(
-        _ctx: &Context<'_, JAXJob>,
-        _group: &Group<'_>,
-    ) -> Vec<(&'static str, &'static str)> {
-        Vec::new()
-    }
-
     fn env(ctx: &Context<'_, JAXJob>, group: &Group<'_>) -> Vec<EnvVar> {
         vec![
             env::value("PYTHONUNBUFFERED", "1"),

@@ -227,11 +227,17 @@ pub trait Framework {
         Layout::Indexed
     }
 
+    /// Replica types whose pods v1 labelled `training.kubeflow.org/job-role: master`.
+    const MASTER_ROLE: &'static [&'static str] = &[];
+
     /// Labels added to one replica type's pods besides the shared ones (v1's job-role).
-    fn role_labels(
-        ctx: &Context<'_, Self::Job>,
-        group: &Group<'_>,
-    ) -> Vec<(&'static str, &'static str)>;
+    fn role_labels(group: &Group<'_>) -> Vec<(&'static str, &'static str)> {
+        if Self::MASTER_ROLE.contains(&group.replica_type) {
+            vec![(JOB_ROLE, "master")]
+        } else {
+            Vec::new()
+        }
+    }
 
     /// Checks beyond the shared ones; errors name the field.
     fn validate(_job: &Self::Job) -> Result<(), CompileError> {
@@ -471,7 +477,7 @@ fn pod_template<F: Framework>(ctx: &Context<'_, F::Job>, group: &Group<'_>) -> P
     labels.insert(JOB_NAME.to_owned(), ctx.owner.job_name_label());
     labels.insert(REPLICA_TYPE.to_owned(), group.name.clone());
     labels.insert(OPERATOR_NAME.to_owned(), F::OPERATOR_NAME.to_owned());
-    for (key, value) in F::role_labels(ctx, group) {
+    for (key, value) in F::role_labels(group) {
         labels.insert(key.to_owned(), value.to_owned());
     }
 

@@ -80,10 +80,8 @@ impl Framework for Mpi {
         }
     }
 
-    fn role_labels(
-        _ctx: &Context<'_, MPIJob>,
-        group: &Group<'_>,
-    ) -> Vec<(&'static str, &'static str)> {
+    /// mpi-operator's roles: `launcher` and `worker`.
+    fn role_labels(group: &Group<'_>) -> Vec<(&'static str, &'static str)> {
         match group.replica_type {
             "Launcher" => vec![(JOB_ROLE, "launcher")],
             _ => vec![(JOB_ROLE, "worker")],

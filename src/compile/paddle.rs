@@ -18,19 +18,10 @@ impl Framework for Paddle {
     const OPERATOR_NAME: &'static str = "paddlejob-controller";
     const PORT: Option<(&'static str, i32)> = Some(("master", 36543));
 
+    const MASTER_ROLE: &'static [&'static str] = &["Master"];
+
     fn default_restart_policy(_replica_type: &str) -> RestartPolicy {
         RestartPolicy::OnFailure
-    }
-
-    fn role_labels(
-        _ctx: &Context<'_, PaddleJob>,
-        group: &Group<'_>,
-    ) -> Vec<(&'static str, &'static str)> {
-        if group.replica_type == "Master" {
-            vec![(super::JOB_ROLE, "master")]
-        } else {
-            Vec::new()
-        }
     }
 
     /// `PADDLE_MASTER` is the rank-0 pod's address for every pod (v1 gave rank 0 its own pod

@@ -21,6 +21,8 @@ impl Framework for PyTorch {
     const OPERATOR_NAME: &'static str = "pytorchjob-controller";
     const PORT: Option<(&'static str, i32)> = Some(("pytorchjob-port", 23456));
 
+    const MASTER_ROLE: &'static [&'static str] = &["Master"];
+
     fn default_restart_policy(_replica_type: &str) -> RestartPolicy {
         RestartPolicy::OnFailure
     }
@@ -30,17 +32,6 @@ impl Framework for PyTorch {
             Layout::RankOffset
         } else {
             Layout::Indexed
-        }
-    }
-
-    fn role_labels(
-        _ctx: &Context<'_, PyTorchJob>,
-        group: &Group<'_>,
-    ) -> Vec<(&'static str, &'static str)> {
-        if group.replica_type == "Master" {
-            vec![(super::JOB_ROLE, "master")]
-        } else {
-            Vec::new()
         }
     }
 

@@ -21,18 +21,10 @@ impl Framework for TensorFlow {
     const PORT: Option<(&'static str, i32)> = Some(("tfjob-port", 2222));
     const ENV_IN_EVERY_CONTAINER: bool = false;
 
+    const MASTER_ROLE: &'static [&'static str] = &["Chief", "Master"];
+
     fn default_restart_policy(_replica_type: &str) -> RestartPolicy {
         RestartPolicy::Never
-    }
-
-    fn role_labels(
-        _ctx: &Context<'_, TFJob>,
-        group: &Group<'_>,
-    ) -> Vec<(&'static str, &'static str)> {
-        match group.replica_type {
-            "Chief" | "Master" => vec![(super::JOB_ROLE, "master")],
-            _ => Vec::new(),
-        }
     }
 
     fn validate(job: &TFJob) -> Result<(), CompileError> {

@@ -19,6 +19,8 @@ impl Framework for XGBoost {
     const OPERATOR_NAME: &'static str = "xgboostjob-controller";
     const PORT: Option<(&'static str, i32)> = Some(("xgboostjob-port", 9999));
 
+    const MASTER_ROLE: &'static [&'static str] = &["Master"];
+
     fn default_restart_policy(_replica_type: &str) -> RestartPolicy {
         RestartPolicy::Never
     }
@@ -28,17 +30,6 @@ impl Framework for XGBoost {
             Layout::RankOffset
         } else {
             Layout::Indexed
-        }
-    }
-
-    fn role_labels(
-        _ctx: &Context<'_, XGBoostJob>,
-        group: &Group<'_>,
-    ) -> Vec<(&'static str, &'static str)> {
-        if group.replica_type == "Master" {
-            vec![(super::JOB_ROLE, "master")]
-        } else {
-            Vec::new()
         }
     }
 
