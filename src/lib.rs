@@ -4,3 +4,4 @@ pub mod api;
 pub mod compile;
 pub mod crds;
 pub mod render;
+pub mod status;

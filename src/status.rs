@@ -1,0 +1,322 @@
+//! Derives a training job's status from its observed JobSet and Jobs (DESIGN §5). Pure: the
+//! caller passes what it observed and the current time.
+//!
+//! v1's condition algebra holds: nothing changes after a terminal condition; the same type,
+//! status and reason is a no-op; `Running` and `Restarting` exclude each other; `Succeeded` or
+//! `Failed` sets `Running` to False.
+
+use std::collections::BTreeMap;
+
+use jobset_types::JobSet;
+use jobset_types::keys::{condition as jobset_condition, label as jobset_label};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::api::{JobCondition, JobStatus, ReplicaStatus};
+use crate::compile::{JOB_NAME, OPERATOR_NAME, REPLICA_TYPE};
+
+pub const CREATED: &str = "Created";
+pub const RUNNING: &str = "Running";
+pub const RESTARTING: &str = "Restarting";
+pub const SUCCEEDED: &str = "Succeeded";
+pub const FAILED: &str = "Failed";
+pub const SUSPENDED: &str = "Suspended";
+
+/// What the status is derived for.
+#[derive(Clone, Copy, Debug)]
+pub struct Subject<'a> {
+    /// `TFJob`, `PyTorchJob`, ...: the prefix of every reason.
+    pub kind: &'a str,
+    pub name: &'a str,
+    /// The value of `training.kubeflow.org/operator-name` on the job's pods.
+    pub operator_name: &'a str,
+    /// Canonical replica types of the job, e.g. `["Master", "Worker"]`.
+    pub replica_types: &'a [&'a str],
+}
+
+/// What the controller observed in the cluster.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Observed<'a> {
+    pub jobset: Option<&'a JobSet>,
+    /// The Jobs the JobSet owns.
+    pub jobs: &'a [Job],
+}
+
+/// The new status, from the previous one and what was observed.
+pub fn derive(
+    subject: &Subject<'_>,
+    previous: Option<&JobStatus>,
+    observed: &Observed<'_>,
+    now: &Time,
+) -> JobStatus {
+    let mut status = previous.cloned().unwrap_or_default();
+    if is_terminal(&status) {
+        return status;
+    }
+    let Some(jobset) = observed.jobset else {
+        return status;
+    };
+    let kind = subject.kind;
+    let name = subject.name;
+    let mut conditions = Conditions {
+        list: &mut status.conditions,
+        now,
+    };
+    conditions.set(
+        CREATED,
+        true,
+        &format!("{kind}Created"),
+        &format!("{kind} {name} is created."),
+    );
+
+    let jobset_status = jobset.status.as_ref();
+    let jobset_condition = |type_: &str| {
+        jobset_status.and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == type_ && c.status == "True")
+        })
+    };
+    let suspended = jobset.spec.suspend == Some(true);
+    let restarts = jobset_status.map_or(0, |s| s.restarts);
+    status.restarts = Some(restarts);
+    status.replica_statuses = replica_statuses(subject, observed.jobs, restarts);
+    let mut conditions = Conditions {
+        list: &mut status.conditions,
+        now,
+    };
+
+    if let Some(done) = jobset_condition(jobset_condition::COMPLETED) {
+        let reason = format!("{kind}Succeeded");
+        conditions.set(
+            SUCCEEDED,
+            true,
+            &reason,
+            &format!("{kind} {name} successfully completed: {}", done.message),
+        );
+        conditions.set(
+            RUNNING,
+            false,
+            &reason,
+            &format!("{kind} {name} successfully completed."),
+        );
+        conditions.remove(RESTARTING);
+        for replica in status.replica_statuses.values_mut() {
+            replica.succeeded += replica.active;
+            replica.active = 0;
+        }
+        status.completion_time = Some(now.clone());
+    } else if let Some(failed) = jobset_condition(jobset_condition::FAILED) {
+        let reason = format!("{kind}{}", failed.reason);
+        conditions.set(
+            FAILED,
+            true,
+            &reason,
+            &format!("{kind} {name} has failed: {}", failed.message),
+        );
+        conditions.set(
+            RUNNING,
+            false,
+            &reason,
+            &format!("{kind} {name} has failed."),
+        );
+        conditions.remove(RESTARTING);
+        status.completion_time = Some(now.clone());
+    } else if suspended {
+        let reason = format!("{kind}Suspended");
+        conditions.set(
+            SUSPENDED,
+            true,
+            &reason,
+            &format!("{kind} {name} is suspended."),
+        );
+        conditions.set(
+            RUNNING,
+            false,
+            &reason,
+            &format!("{kind} {name} is suspended."),
+        );
+        conditions.remove(RESTARTING);
+    } else {
+        if conditions.is_true(SUSPENDED) {
+            conditions.set(
+                SUSPENDED,
+                false,
+                &format!("{kind}Resumed"),
+                &format!("{kind} {name} is resumed."),
+            );
+            // A resumed job's clock starts again, as in v1.
+            status.start_time = Some(now.clone());
+        }
+        if jobset_condition(jobset_condition::RESTARTING).is_some() {
+            let message =
+                format!("{kind} {name} is restarting all its pods (JobSet restart {restarts}).");
+            conditions.set(RESTARTING, true, &format!("{kind}Restarting"), &message);
+            conditions.remove(RUNNING);
+        } else if status.replica_statuses.values().any(|r| r.active > 0) {
+            conditions.set(
+                RUNNING,
+                true,
+                &format!("{kind}Running"),
+                &format!("{kind} {name} is running."),
+            );
+            conditions.remove(RESTARTING);
+        }
+        if status.start_time.is_none() {
+            status.start_time = Some(now.clone());
+        }
+    }
+    status.state = Some(state(&status).to_owned());
+    status
+}
+
+/// Marks the job `Failed` with `<Kind><reason>`: for what trainset itself decides (an invalid
+/// spec, an exceeded deadline).
+pub fn fail(
+    subject: &Subject<'_>,
+    previous: Option<&JobStatus>,
+    reason: &str,
+    message: &str,
+    now: &Time,
+) -> JobStatus {
+    let mut status = previous.cloned().unwrap_or_default();
+    if is_terminal(&status) {
+        return status;
+    }
+    let reason = format!("{}{reason}", subject.kind);
+    let mut conditions = Conditions {
+        list: &mut status.conditions,
+        now,
+    };
+    conditions.set(FAILED, true, &reason, message);
+    if conditions.is_true(RUNNING) {
+        conditions.set(RUNNING, false, &reason, message);
+    }
+    conditions.remove(RESTARTING);
+    status.completion_time = Some(now.clone());
+    status.state = Some(FAILED.to_owned());
+    status
+}
+
+/// Whether the job reached `Succeeded` or `Failed`.
+pub fn is_terminal(status: &JobStatus) -> bool {
+    status
+        .conditions
+        .iter()
+        .any(|c| (c.type_ == SUCCEEDED || c.type_ == FAILED) && c.status == "True")
+}
+
+/// Whether two statuses differ in anything but timestamps: only then is a patch sent.
+pub fn changed(old: &JobStatus, new: &JobStatus) -> bool {
+    without_times(old) != without_times(new)
+}
+
+fn without_times(status: &JobStatus) -> JobStatus {
+    let epoch = || Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+    let mut status = status.clone();
+    status.start_time = status.start_time.as_ref().map(|_| epoch());
+    status.completion_time = status.completion_time.as_ref().map(|_| epoch());
+    status.last_reconcile_time = None;
+    for condition in &mut status.conditions {
+        condition.last_update_time = None;
+        condition.last_transition_time = None;
+    }
+    status
+}
+
+/// One word for `kubectl get`: the terminal state, else Suspended, Restarting, Running, Created.
+fn state(status: &JobStatus) -> &'static str {
+    let is = |t: &str| {
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == t && c.status == "True")
+    };
+    [FAILED, SUCCEEDED, SUSPENDED, RESTARTING, RUNNING, CREATED]
+        .into_iter()
+        .find(|t| is(t))
+        .unwrap_or(CREATED)
+}
+
+/// Pod counts per replica type, summed over the Jobs of the JobSet's current restart attempt.
+fn replica_statuses(
+    subject: &Subject<'_>,
+    jobs: &[Job],
+    restarts: i32,
+) -> BTreeMap<String, ReplicaStatus> {
+    let current = restarts.to_string();
+    subject
+        .replica_types
+        .iter()
+        .map(|replica_type| {
+            let lower = replica_type.to_ascii_lowercase();
+            let mut counts = ReplicaStatus {
+                selector: Some(format!(
+                    "{JOB_NAME}={},{OPERATOR_NAME}={},{REPLICA_TYPE}={lower}",
+                    subject.name, subject.operator_name
+                )),
+                ..Default::default()
+            };
+            for job in jobs {
+                let labels = job.metadata.labels.as_ref();
+                let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+                if label(REPLICA_TYPE) != Some(lower.as_str())
+                    || label(jobset_label::RESTART_ATTEMPT)
+                        .is_some_and(|attempt| attempt != current)
+                {
+                    continue;
+                }
+                let job_status = job.status.as_ref();
+                counts.active += job_status.and_then(|s| s.active).unwrap_or(0);
+                counts.succeeded += job_status.and_then(|s| s.succeeded).unwrap_or(0);
+                counts.failed += job_status.and_then(|s| s.failed).unwrap_or(0);
+            }
+            ((*replica_type).to_owned(), counts)
+        })
+        .collect()
+}
+
+/// The condition list with v1's update rules.
+struct Conditions<'a> {
+    list: &'a mut Vec<JobCondition>,
+    now: &'a Time,
+}
+
+impl Conditions<'_> {
+    fn is_true(&self, type_: &str) -> bool {
+        self.list
+            .iter()
+            .any(|c| c.type_ == type_ && c.status == "True")
+    }
+
+    /// Sets a condition; the same status and reason is a no-op, and the transition time moves
+    /// only when the status flips.
+    fn set(&mut self, type_: &str, status: bool, reason: &str, message: &str) {
+        let status = if status { "True" } else { "False" };
+        match self.list.iter_mut().find(|c| c.type_ == type_) {
+            Some(existing)
+                if existing.status == status && existing.reason.as_deref() == Some(reason) => {}
+            Some(existing) => {
+                if existing.status != status {
+                    existing.last_transition_time = Some(self.now.clone());
+                }
+                existing.status = status.to_owned();
+                existing.reason = Some(reason.to_owned());
+                existing.message = Some(message.to_owned());
+                existing.last_update_time = Some(self.now.clone());
+            }
+            None => self.list.push(JobCondition {
+                type_: type_.to_owned(),
+                status: status.to_owned(),
+                reason: Some(reason.to_owned()),
+                message: Some(message.to_owned()),
+                last_update_time: Some(self.now.clone()),
+                last_transition_time: Some(self.now.clone()),
+            }),
+        }
+    }
+
+    fn remove(&mut self, type_: &str) {
+        self.list.retain(|c| c.type_ != type_);
+    }
+}
