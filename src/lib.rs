@@ -2,6 +2,8 @@
 
 pub mod api;
 pub mod compile;
+pub mod controller;
 pub mod crds;
 pub mod render;
 pub mod status;
+pub mod telemetry;

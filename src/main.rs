@@ -1,6 +1,6 @@
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 /// Serves the Kubeflow training APIs on JobSet.
@@ -13,8 +13,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the controller.
-    Run,
+    /// Run the controller against the cluster of the current kubeconfig (or in-cluster config).
+    Run {
+        /// Address of the /metrics, /healthz and /readyz endpoints.
+        #[arg(long, env = "TRAINSET_METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
+        metrics_address: std::net::SocketAddr,
+        /// Log format.
+        #[arg(long, env = "TRAINSET_LOG_FORMAT", value_enum, default_value_t = trainset::telemetry::LogFormat::Text)]
+        log_format: trainset::telemetry::LogFormat,
+    },
     /// Compile training job manifests into the objects the controller would create.
     Render {
         /// The manifest file, or - for standard input.
@@ -48,13 +55,72 @@ enum Output {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
-        Command::Run => bail!("`trainset run` is not implemented yet (issue 5)"),
+        Command::Run {
+            metrics_address,
+            log_format,
+        } => run(metrics_address, log_format),
         Command::Render {
             file,
             namespace,
             output,
         } => render(&file, &namespace, output),
         Command::Crds { dir } => print_crds(dir),
+    }
+}
+
+fn run(
+    metrics_address: std::net::SocketAddr,
+    log_format: trainset::telemetry::LogFormat,
+) -> anyhow::Result<()> {
+    trainset::telemetry::init_logging(log_format);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(async move {
+        let client = kube::Client::try_default()
+            .await
+            .context("connecting to the cluster")?;
+        let metrics = std::sync::Arc::new(trainset::telemetry::Metrics::default());
+        let ready = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let wait = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        };
+        let server = tokio::spawn(trainset::telemetry::serve(
+            metrics_address,
+            metrics.clone(),
+            ready.clone(),
+            wait(stopped.clone()),
+        ));
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            tracing::info!("shutting down");
+            let _ = stop.send(true);
+        });
+        tracing::info!(%metrics_address, "trainset starting");
+        trainset::controller::run(client, metrics, ready, wait(stopped)).await?;
+        server
+            .await
+            .context("metrics server")?
+            .context("serving metrics")?;
+        Ok(())
+    })
+}
+
+/// SIGTERM (Kubernetes stopping the pod) or Ctrl-C.
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
     }
 }
 

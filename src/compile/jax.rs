@@ -8,6 +8,9 @@ use crate::api::{JAXJob, RestartPolicy};
 pub struct Jax;
 
 impl super::Compile for JAXJob {
+    const FRAMEWORK: &'static str = "jax";
+    const OPERATOR_NAME: &'static str = <Jax as Framework>::OPERATOR_NAME;
+
     fn compile(&self, options: &super::Options<'_>) -> Result<super::Compiled, CompileError> {
         super::compile::<Jax>(self, options)
     }

@@ -285,6 +285,11 @@ pub fn compile_manifest(manifest: Value, options: &Options<'_>) -> Result<Compil
 
 /// A training job that compiles into a JobSet; each framework file implements it for its kind.
 pub trait Compile {
+    /// The framework label of v1's metrics: `tensorflow`, `pytorch`, ...
+    const FRAMEWORK: &'static str;
+    /// The value of `training.kubeflow.org/operator-name` on the pods.
+    const OPERATOR_NAME: &'static str;
+
     fn compile(&self, options: &Options<'_>) -> Result<Compiled, CompileError>;
 }
 
@@ -421,10 +426,12 @@ fn replicated_job<F: Framework>(
         Layout::Indexed => (i32::from(group.replicas > 0), group.replicas.max(1)),
         Layout::RankOffset => (group.replicas, 1),
     };
+    // The controller watches its Jobs by these labels.
     let labels = BTreeMap::from([
         (MANAGED_BY.to_owned(), TRAINSET.to_owned()),
         (JOB_NAME.to_owned(), ctx.owner.job_name_label()),
         (REPLICA_TYPE.to_owned(), group.name.clone()),
+        (OPERATOR_NAME.to_owned(), F::OPERATOR_NAME.to_owned()),
     ]);
     let default_container = F::Job::DEFAULT_CONTAINER
         .map(str::to_owned)

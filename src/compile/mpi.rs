@@ -49,6 +49,9 @@ impl SshKeyPair {
 pub struct Mpi;
 
 impl super::Compile for MPIJob {
+    const FRAMEWORK: &'static str = "mpi";
+    const OPERATOR_NAME: &'static str = <Mpi as Framework>::OPERATOR_NAME;
+
     fn compile(&self, options: &super::Options<'_>) -> Result<super::Compiled, CompileError> {
         super::compile::<Mpi>(self, options)
     }
@@ -89,6 +92,17 @@ impl Framework for Mpi {
     }
 
     fn validate(job: &MPIJob) -> Result<(), CompileError> {
+        if let Some(path) = job
+            .spec
+            .ssh_auth_mount_path
+            .as_deref()
+            .filter(|p| !p.starts_with('/'))
+        {
+            return Err(CompileError::invalid(
+                "spec.sshAuthMountPath",
+                format!("{path:?} must be an absolute path"),
+            ));
+        }
         if let Some(slots) = job.spec.slots_per_worker.filter(|s| *s < 1) {
             return Err(CompileError::invalid(
                 "spec.slotsPerWorker",

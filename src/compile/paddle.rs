@@ -8,6 +8,9 @@ use crate::api::{PaddleJob, RestartPolicy};
 pub struct Paddle;
 
 impl super::Compile for PaddleJob {
+    const FRAMEWORK: &'static str = "paddle";
+    const OPERATOR_NAME: &'static str = <Paddle as Framework>::OPERATOR_NAME;
+
     fn compile(&self, options: &super::Options<'_>) -> Result<super::Compiled, CompileError> {
         super::compile::<Paddle>(self, options)
     }

@@ -11,6 +11,9 @@ use crate::api::{PyTorchJob, RestartPolicy};
 pub struct PyTorch;
 
 impl super::Compile for PyTorchJob {
+    const FRAMEWORK: &'static str = "pytorch";
+    const OPERATOR_NAME: &'static str = <PyTorch as Framework>::OPERATOR_NAME;
+
     fn compile(&self, options: &super::Options<'_>) -> Result<super::Compiled, CompileError> {
         super::compile::<PyTorch>(self, options)
     }

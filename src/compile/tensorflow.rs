@@ -10,6 +10,9 @@ use crate::api::{RestartPolicy, TFJob, TFSuccessPolicy};
 pub struct TensorFlow;
 
 impl super::Compile for TFJob {
+    const FRAMEWORK: &'static str = "tensorflow";
+    const OPERATOR_NAME: &'static str = <TensorFlow as Framework>::OPERATOR_NAME;
+
     fn compile(&self, options: &super::Options<'_>) -> Result<super::Compiled, CompileError> {
         super::compile::<TensorFlow>(self, options)
     }

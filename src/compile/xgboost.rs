@@ -9,6 +9,9 @@ use crate::api::{RestartPolicy, XGBoostJob};
 pub struct XGBoost;
 
 impl super::Compile for XGBoostJob {
+    const FRAMEWORK: &'static str = "xgboost";
+    const OPERATOR_NAME: &'static str = <XGBoost as Framework>::OPERATOR_NAME;
+
     fn compile(&self, options: &super::Options<'_>) -> Result<super::Compiled, CompileError> {
         super::compile::<XGBoost>(self, options)
     }

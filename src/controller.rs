@@ -1,0 +1,678 @@
+//! The operator shell, one kube-runtime Controller per training kind:
+//! fetch → compile → apply → observe → status patch. Translation and status rules live in
+//! `compile` and `status`; this module only talks to the cluster.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::future::{BoxFuture, Shared};
+use futures::{FutureExt, StreamExt};
+use jobset_types::JobSet;
+use jobset_types::keys::{kueue, label as jobset_label, terminal_state};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+
+use crate::api::{
+    CleanPodPolicy, JAXJob, JobStatus, MPI_OPERATOR, MPIJob, PaddleJob, PyTorchJob, TFJob,
+    TRAINING_OPERATOR, TrainingJob, XGBoostJob,
+};
+use crate::compile::{
+    Compile, CompileError, JOB_NAME, MANAGED_BY, OPERATOR_NAME, Options, SshKeyPair, TRAINSET,
+};
+use crate::status::{self, Observed, Subject};
+use crate::telemetry::{JobLabels, KindLabels, Metrics};
+
+/// The field manager of every write.
+pub const FIELD_MANAGER: &str = "trainset";
+const JOBSET_CRD: &str = "jobsets.jobset.x-k8s.io";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{action} {object}: {source}")]
+    Kube {
+        action: &'static str,
+        object: String,
+        source: kube::Error,
+    },
+    #[error("{object} has no namespace")]
+    NoNamespace { object: String },
+    #[error("generating the SSH key pair: {0}")]
+    SshKey(#[from] ssh_key::Error),
+    #[error("the JobSet CRD {JOBSET_CRD} never became established")]
+    NoJobSetCrd,
+}
+
+fn kube_error(
+    action: &'static str,
+    object: impl Into<String>,
+) -> impl FnOnce(kube::Error) -> Error {
+    let object = object.into();
+    move |source| Error::Kube {
+        action,
+        object,
+        source,
+    }
+}
+
+/// A training kind the controller serves.
+pub trait Kind:
+    TrainingJob + Compile + Resource<Scope = NamespaceResourceScope> + Debug + Send + Sync + 'static
+{
+}
+impl<K> Kind for K where
+    K: TrainingJob
+        + Compile
+        + Resource<Scope = NamespaceResourceScope>
+        + Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+struct Context {
+    client: Client,
+    recorder: Recorder,
+    metrics: Arc<Metrics>,
+}
+
+type Shutdown = Shared<BoxFuture<'static, ()>>;
+
+/// Runs the six controllers until `shutdown` resolves; `ready` turns true once the JobSet CRD is
+/// established and the controllers start.
+pub async fn run(
+    client: Client,
+    metrics: Arc<Metrics>,
+    ready: Arc<AtomicBool>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let shutdown: Shutdown = shutdown.boxed().shared();
+    if !wait_for_jobset_crd(&client, shutdown.clone()).await? {
+        return Ok(());
+    }
+    ready.store(true, Ordering::Relaxed);
+    let reporter = Reporter {
+        controller: FIELD_MANAGER.to_owned(),
+        instance: None,
+    };
+    let ctx = Arc::new(Context {
+        recorder: Recorder::new(client.clone(), reporter),
+        client: client.clone(),
+        metrics,
+    });
+    futures::join!(
+        controller::<TFJob>(&ctx, shutdown.clone()),
+        controller::<PyTorchJob>(&ctx, shutdown.clone()),
+        controller::<XGBoostJob>(&ctx, shutdown.clone()),
+        controller::<PaddleJob>(&ctx, shutdown.clone()),
+        controller::<JAXJob>(&ctx, shutdown.clone()),
+        controller::<MPIJob>(&ctx, shutdown.clone()),
+    );
+    tracing::info!("controllers stopped");
+    Ok(())
+}
+
+/// Waits, logging why, until the JobSet CRD is established. Returns false on shutdown.
+async fn wait_for_jobset_crd(client: &Client, shutdown: Shutdown) -> Result<bool, Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let established = match crds.get_opt(JOBSET_CRD).await {
+            Ok(Some(crd)) => crd.status.and_then(|s| s.conditions).is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            }),
+            Ok(None) => false,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the JobSet CRD yet");
+                false
+            }
+        };
+        if established {
+            return Ok(true);
+        }
+        tracing::info!(
+            crd = JOBSET_CRD,
+            "waiting for the JobSet CRD to be established; is JobSet installed?"
+        );
+        tokio::select! {
+            () = &mut shutdown => return Ok(false),
+            () = tokio::time::sleep(Duration::from_secs(5)) => {}
+        }
+    }
+}
+
+async fn controller<K: Kind>(ctx: &Arc<Context>, shutdown: Shutdown) {
+    let jobsets = watcher::Config::default().labels(&format!("{MANAGED_BY}={TRAINSET}"));
+    let jobs = watcher::Config::default().labels(&format!(
+        "{MANAGED_BY}={TRAINSET},{OPERATOR_NAME}={}",
+        K::OPERATOR_NAME
+    ));
+    Controller::new(
+        Api::<K>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(Api::<JobSet>::all(ctx.client.clone()), jobsets)
+    .watches(Api::<Job>::all(ctx.client.clone()), jobs, |job| {
+        let name = job.labels().get(jobset_label::JOBSET_NAME).cloned();
+        name.zip(job.namespace())
+            .map(|(name, ns)| ObjectRef::<K>::new(&name).within(&ns))
+    })
+    .graceful_shutdown_on(shutdown)
+    .run(reconcile::<K>, error_policy::<K>, ctx.clone())
+    .for_each(|result| async move {
+        match result {
+            Ok(_) => {}
+            // A Job or JobSet outliving its deleted training job: nothing to do.
+            Err(kube::runtime::controller::Error::ObjectNotFound(object)) => {
+                tracing::debug!(%object, "training job is gone");
+            }
+            Err(error) => tracing::warn!(kind = K::kind(&()).as_ref(), %error, "reconcile failed"),
+        }
+    })
+    .await;
+}
+
+fn error_policy<K: Kind>(_job: Arc<K>, _error: &Error, _ctx: Arc<Context>) -> Action {
+    Action::requeue(Duration::from_secs(10))
+}
+
+async fn reconcile<K: Kind>(job: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = Reconciler {
+        job: job.as_ref(),
+        ctx: &ctx,
+    }
+    .reconcile()
+    .await;
+    ctx.metrics
+        .reconcile_seconds
+        .get_or_create(&KindLabels {
+            framework: K::FRAMEWORK.to_owned(),
+        })
+        .observe(started.elapsed().as_secs_f64());
+    result
+}
+
+struct Reconciler<'a, K> {
+    job: &'a K,
+    ctx: &'a Context,
+}
+
+impl<K: Kind> Reconciler<'_, K> {
+    fn name(&self) -> String {
+        self.job.name_any()
+    }
+
+    fn labels(&self) -> JobLabels {
+        JobLabels {
+            job_namespace: self.job.namespace().unwrap_or_default(),
+            framework: K::FRAMEWORK.to_owned(),
+        }
+    }
+
+    async fn reconcile(&self) -> Result<Action, Error> {
+        let name = self.name();
+        let namespace = self.job.namespace().ok_or_else(|| Error::NoNamespace {
+            object: name.clone(),
+        })?;
+        if !self.managed_here() {
+            return Ok(Action::await_change());
+        }
+        let kind = K::kind(&());
+        let present: Vec<&str> = K::REPLICA_TYPES
+            .iter()
+            .copied()
+            .filter(|t| self.job.replica_specs().get(t).is_some())
+            .collect();
+        let subject = Subject {
+            kind: &kind,
+            name: &name,
+            operator_name: K::OPERATOR_NAME,
+            replica_types: &present,
+        };
+        let previous = self.job.job_status();
+        if previous.is_some_and(status::is_terminal) {
+            return self.finish(previous, &namespace).await;
+        }
+
+        let jobsets: Api<JobSet> = Api::namespaced(self.ctx.client.clone(), &namespace);
+        let jobset = match jobsets
+            .get_opt(&name)
+            .await
+            .map_err(kube_error("getting JobSet", &name))?
+        {
+            Some(jobset) => {
+                self.sync_suspend(&jobsets, &jobset).await?;
+                jobset
+            }
+            None => match self.create(&namespace, previous).await? {
+                Some(jobset) => jobset,
+                None => return Ok(Action::await_change()),
+            },
+        };
+
+        let jobs: Api<Job> = Api::namespaced(self.ctx.client.clone(), &namespace);
+        let selector = format!("{}={name}", jobset_label::JOBSET_NAME);
+        let owned = jobs
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(kube_error("listing Jobs of", &name))?;
+        let now = Time(Timestamp::now());
+        let observed = Observed {
+            jobset: Some(&jobset),
+            jobs: &owned.items,
+        };
+        let mut next = status::derive(&subject, previous, &observed, &now);
+        let deadline = self.deadline_left(&next, &jobset, &now);
+        if deadline.is_some_and(|left| left.is_zero()) {
+            let seconds = self
+                .job
+                .run_policy()
+                .and_then(|p| p.active_deadline_seconds)
+                .unwrap_or_default();
+            let message = format!(
+                "{kind} {name} was active longer than its activeDeadlineSeconds ({seconds}s)."
+            );
+            next = status::fail(&subject, Some(&next), "DeadlineExceeded", &message, &now);
+        }
+        self.write_status(previous, &next).await?;
+
+        if status::is_terminal(&next) {
+            // The terminal state is recorded; only now may the pods go.
+            if !jobset_finished(&jobset) {
+                jobsets
+                    .delete(&name, &DeleteParams::foreground())
+                    .await
+                    .map_err(kube_error("deleting JobSet", &name))?;
+            }
+            return self.finish(Some(&next), &namespace).await;
+        }
+        Ok(match deadline {
+            Some(left) => Action::requeue(left + Duration::from_secs(1)),
+            None => Action::await_change(),
+        })
+    }
+
+    /// Hands off a job whose `runPolicy.managedBy` names another controller (MultiKueue).
+    fn managed_here(&self) -> bool {
+        match self.job.run_policy().and_then(|p| p.managed_by.as_deref()) {
+            None => true,
+            Some(manager) => {
+                manager == TRAINING_OPERATOR
+                    || (K::kind(&()) == "MPIJob" && manager == MPI_OPERATOR)
+            }
+        }
+    }
+
+    /// Time left before `activeDeadlineSeconds`, counted from `startTime` across JobSet restarts.
+    fn deadline_left(&self, next: &JobStatus, jobset: &JobSet, now: &Time) -> Option<Duration> {
+        let seconds = self.job.run_policy()?.active_deadline_seconds?;
+        if jobset.spec.suspend == Some(true) || status::is_terminal(next) {
+            return None;
+        }
+        let start = next.start_time.as_ref()?;
+        let elapsed = now.0.duration_since(start.0).as_secs();
+        Some(Duration::from_secs(
+            u64::try_from(seconds.saturating_sub(elapsed)).unwrap_or(0),
+        ))
+    }
+
+    /// Compiles and creates the JobSet (and MPI objects). `None` when the spec is invalid: the
+    /// job is then marked Failed and waits for a change.
+    async fn create(
+        &self,
+        namespace: &str,
+        previous: Option<&JobStatus>,
+    ) -> Result<Option<JobSet>, Error> {
+        let name = self.name();
+        let key = if K::kind(&()) == "MPIJob" {
+            Some(self.ssh_key(namespace).await?)
+        } else {
+            None
+        };
+        let options = Options {
+            default_namespace: Some(namespace),
+            ssh_key: key.as_ref(),
+        };
+        let compiled = match self.job.compile(&options) {
+            Ok(compiled) => compiled,
+            Err(error) => {
+                self.invalid(previous, &error).await?;
+                return Ok(None);
+            }
+        };
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        if let Some(config_map) = &compiled.config_map {
+            let api: Api<ConfigMap> = Api::namespaced(self.ctx.client.clone(), namespace);
+            create_once(&api, config_map).await?;
+        }
+        if let Some(secret) = &compiled.secret {
+            let api: Api<Secret> = Api::namespaced(self.ctx.client.clone(), namespace);
+            create_once(&api, secret).await?;
+        }
+        let jobsets: Api<JobSet> = Api::namespaced(self.ctx.client.clone(), namespace);
+        let jobset = jobsets
+            .patch(&name, &params, &Patch::Apply(&compiled.jobset))
+            .await
+            .map_err(kube_error("creating JobSet", &name))?;
+        let recreated =
+            previous.is_some_and(|s| s.conditions.iter().any(|c| c.type_ == status::CREATED));
+        if recreated {
+            self.event(
+                EventType::Warning,
+                "JobSetRecreated",
+                format!(
+                    "JobSet {name} was deleted while the job was not finished; created it again"
+                ),
+            )
+            .await;
+        } else {
+            self.ctx.metrics.created.get_or_create(&self.labels()).inc();
+            if let Some(created) = self.job.meta().creation_timestamp.as_ref() {
+                let latency = Timestamp::now().duration_since(created.0).as_secs_f64();
+                self.ctx
+                    .metrics
+                    .jobset_creation_seconds
+                    .get_or_create(&KindLabels {
+                        framework: K::FRAMEWORK.to_owned(),
+                    })
+                    .observe(latency.max(0.0));
+            }
+            self.event(
+                EventType::Normal,
+                "JobSetCreated",
+                format!("Created JobSet {name}"),
+            )
+            .await;
+        }
+        Ok(Some(jobset))
+    }
+
+    /// The key of an existing `<name>-ssh` Secret (so a recreated JobSet keeps it), or a new one.
+    async fn ssh_key(&self, namespace: &str) -> Result<SshKeyPair, Error> {
+        let secrets: Api<Secret> = Api::namespaced(self.ctx.client.clone(), namespace);
+        let name = format!("{}-ssh", self.name());
+        let existing = secrets
+            .get_opt(&name)
+            .await
+            .map_err(kube_error("getting Secret", &name))?;
+        let text = |secret: &Secret, key: &str| {
+            secret
+                .data
+                .as_ref()?
+                .get(key)
+                .and_then(|v| String::from_utf8(v.0.clone()).ok())
+        };
+        if let Some(secret) = existing
+            && let (Some(private_key), Some(public_key)) = (
+                text(&secret, "ssh-privatekey"),
+                text(&secret, "ssh-publickey"),
+            )
+        {
+            return Ok(SshKeyPair {
+                private_key,
+                public_key,
+            });
+        }
+        Ok(SshKeyPair::generate()?)
+    }
+
+    async fn invalid(
+        &self,
+        previous: Option<&JobStatus>,
+        error: &CompileError,
+    ) -> Result<(), Error> {
+        let kind = K::kind(&());
+        let name = self.name();
+        let present: Vec<&str> = Vec::new();
+        let subject = Subject {
+            kind: &kind,
+            name: &name,
+            operator_name: K::OPERATOR_NAME,
+            replica_types: &present,
+        };
+        let message = format!("{kind} {name} has an invalid spec: {error}");
+        let next = status::fail(
+            &subject,
+            previous,
+            "InvalidSpec",
+            &message,
+            &Time(Timestamp::now()),
+        );
+        self.write_status(previous, &next).await?;
+        self.event(EventType::Warning, "InvalidSpec", message).await;
+        Ok(())
+    }
+
+    /// Sets the JobSet's `spec.suspend` to the job's; never unsuspends a JobSet Kueue queues.
+    async fn sync_suspend(&self, jobsets: &Api<JobSet>, jobset: &JobSet) -> Result<(), Error> {
+        let wanted = self
+            .job
+            .run_policy()
+            .and_then(|p| p.suspend)
+            .unwrap_or(false);
+        let current = jobset.spec.suspend.unwrap_or(false);
+        let queued = jobset.labels().contains_key(kueue::QUEUE_NAME);
+        if wanted == current || (!wanted && queued) {
+            return Ok(());
+        }
+        let patch = json!({"spec": {"suspend": wanted}});
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..Default::default()
+        };
+        jobsets
+            .patch(&self.name(), &params, &Patch::Merge(&patch))
+            .await
+            .map_err(kube_error("suspending JobSet", self.name()))?;
+        Ok(())
+    }
+
+    /// Patches the status when it changed (timestamps aside) and reports what happened.
+    async fn write_status(
+        &self,
+        previous: Option<&JobStatus>,
+        next: &JobStatus,
+    ) -> Result<(), Error> {
+        let empty = JobStatus::default();
+        let previous = previous.unwrap_or(&empty);
+        if !status::changed(previous, next) {
+            return Ok(());
+        }
+        let api: Api<K> = Api::namespaced(
+            self.ctx.client.clone(),
+            &self.job.namespace().unwrap_or_default(),
+        );
+        // Server-side apply: a field this manager stops sending (a count back at 0) is removed.
+        let body = json!({"apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": next});
+        api.patch_status(
+            &self.name(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await
+        .map_err(kube_error("patching status of", self.name()))?;
+        self.report_transitions(previous, next).await;
+        Ok(())
+    }
+
+    async fn report_transitions(&self, previous: &JobStatus, next: &JobStatus) {
+        let became = |type_: &str| {
+            let is = |s: &JobStatus| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == type_ && c.status == "True")
+            };
+            (!is(previous) && is(next))
+                .then(|| next.conditions.iter().find(|c| c.type_ == type_))
+                .flatten()
+        };
+        let note = |c: &crate::api::JobCondition| c.message.clone().unwrap_or_default();
+        if let Some(c) = became(status::SUCCEEDED) {
+            self.ctx
+                .metrics
+                .successful
+                .get_or_create(&self.labels())
+                .inc();
+            self.event(
+                EventType::Normal,
+                c.reason.as_deref().unwrap_or("Succeeded"),
+                note(c),
+            )
+            .await;
+        }
+        if let Some(c) = became(status::FAILED) {
+            self.ctx.metrics.failed.get_or_create(&self.labels()).inc();
+            self.event(
+                EventType::Warning,
+                c.reason.as_deref().unwrap_or("Failed"),
+                note(c),
+            )
+            .await;
+        }
+        if next.restarts.unwrap_or(0) > previous.restarts.unwrap_or(0) {
+            self.ctx
+                .metrics
+                .restarted
+                .get_or_create(&self.labels())
+                .inc();
+            let message = format!(
+                "The JobSet restarted every pod (restart {})",
+                next.restarts.unwrap_or(0)
+            );
+            self.event(
+                EventType::Warning,
+                &format!("{}Restarting", K::kind(&())),
+                message,
+            )
+            .await;
+        }
+    }
+
+    /// After the terminal state: `cleanPodPolicy`, then `ttlSecondsAfterFinished`.
+    async fn finish(&self, status: Option<&JobStatus>, namespace: &str) -> Result<Action, Error> {
+        let name = self.name();
+        let policy = self.job.run_policy();
+        let selector = format!(
+            "{JOB_NAME}={},{OPERATOR_NAME}={}",
+            name.replace('/', "-"),
+            K::OPERATOR_NAME
+        );
+        let pods: Api<Pod> = Api::namespaced(self.ctx.client.clone(), namespace);
+        match policy
+            .and_then(|p| p.clean_pod_policy)
+            .unwrap_or(CleanPodPolicy::None)
+        {
+            CleanPodPolicy::None => {}
+            clean => {
+                let list = pods
+                    .list(&ListParams::default().labels(&selector))
+                    .await
+                    .map_err(kube_error("listing pods of", &name))?;
+                for pod in list.items {
+                    let phase = pod
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.phase.as_deref())
+                        .unwrap_or_default();
+                    let running = matches!(phase, "Running" | "Pending");
+                    if (clean == CleanPodPolicy::All || running)
+                        && pod.metadata.deletion_timestamp.is_none()
+                    {
+                        let pod_name = pod.name_any();
+                        pods.delete(&pod_name, &DeleteParams::background())
+                            .await
+                            .map_err(kube_error("deleting pod", pod_name))?;
+                    }
+                }
+            }
+        }
+        let Some(ttl) = policy.and_then(|p| p.ttl_seconds_after_finished) else {
+            return Ok(Action::await_change());
+        };
+        let Some(done) = status.and_then(|s| s.completion_time.as_ref()) else {
+            return Ok(Action::await_change());
+        };
+        let elapsed = Timestamp::now().duration_since(done.0).as_secs();
+        let left = i64::from(ttl) - elapsed;
+        if left > 0 {
+            return Ok(Action::requeue(Duration::from_secs(
+                left.unsigned_abs() + 1,
+            )));
+        }
+        let api: Api<K> = Api::namespaced(self.ctx.client.clone(), namespace);
+        api.delete(&name, &DeleteParams::background())
+            .await
+            .map_err(kube_error("deleting", &name))?;
+        self.ctx.metrics.deleted.get_or_create(&self.labels()).inc();
+        tracing::info!(%name, namespace, "deleted after ttlSecondsAfterFinished");
+        Ok(Action::await_change())
+    }
+
+    async fn event(&self, type_: EventType, reason: &str, note: String) {
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: "Reconcile".to_owned(),
+            secondary: None,
+        };
+        if let Err(error) = self
+            .ctx
+            .recorder
+            .publish(&event, &self.job.object_ref(&()))
+            .await
+        {
+            tracing::warn!(%error, reason, "cannot publish event");
+        }
+    }
+}
+
+/// Creates `object` unless it exists: auxiliary objects are written once and never updated.
+async fn create_once<T>(api: &Api<T>, object: &T) -> Result<(), Error>
+where
+    T: Resource + Clone + Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    match api
+        .create(
+            &PostParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..Default::default()
+            },
+            object,
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(source) => Err(Error::Kube {
+            action: "creating",
+            object: name,
+            source,
+        }),
+    }
+}
+
+/// Whether the JobSet reached a terminal state.
+fn jobset_finished(jobset: &JobSet) -> bool {
+    jobset
+        .status
+        .as_ref()
+        .and_then(|s| s.terminal_state.as_deref())
+        .is_some_and(|s| s == terminal_state::COMPLETED || s == terminal_state::FAILED)
+}
