@@ -136,3 +136,106 @@ where
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+/// Applies the committed CRDs under `crds/` and waits until each is established.
+pub async fn install_crds(client: &Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let mut names = Vec::new();
+    for entry in
+        std::fs::read_dir(repo_root().join("crds")).unwrap_or_else(|e| panic!("crds/: {e}"))
+    {
+        let path = entry.unwrap_or_else(|e| panic!("crds/: {e}")).path();
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for crd in yaml_documents(&text) {
+            let name = crd["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            apply(client, &crd, None)
+                .await
+                .unwrap_or_else(|e| panic!("applying {name}: {e}"));
+            names.push(name);
+        }
+    }
+    assert_eq!(names.len(), 6, "six CRDs under crds/");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for name in names {
+        wait_for(
+            Duration::from_secs(30),
+            &format!("CRD {name} to be established"),
+            || async {
+                let crd = crds.get(&name).await.ok()?;
+                let conditions = crd.status?.conditions?;
+                conditions
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+}
+
+pub mod operator {
+    //! The trainset controller as a child process of the test binary: started once, shared by
+    //! the tests of one binary, restartable, and killed by the test runner's script at the end.
+
+    use std::process::{Child, Command, Stdio};
+    use std::sync::Mutex;
+
+    /// Loopback address of the operator's metrics; `run-tests` stops the process by it.
+    pub const METRICS_ADDRESS: &str = "127.0.0.1:26880";
+
+    static PROCESS: Mutex<Option<Child>> = Mutex::new(None);
+
+    fn binary() -> std::path::PathBuf {
+        std::env::var_os("TRAINSET_BIN")
+            .map(Into::into)
+            .unwrap_or_else(|| super::repo_root().join("target/debug/trainset"))
+    }
+
+    fn spawn() -> Child {
+        let log_path = std::env::var_os("TRAINSET_E2E_LOG")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| super::repo_root().join("target/trainset-e2e.log"));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .unwrap_or_else(|e| panic!("{}: {e}", log_path.display()));
+        let err = log.try_clone().unwrap_or_else(|e| panic!("log: {e}"));
+        Command::new(binary())
+            .args(["run", "--metrics-address", METRICS_ADDRESS])
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "starting {} (build it with `cargo build --bin trainset`): {e}",
+                    binary().display()
+                )
+            })
+    }
+
+    /// Starts the operator unless it runs.
+    pub fn ensure() {
+        let mut process = PROCESS.lock().unwrap_or_else(|e| e.into_inner());
+        let running = process
+            .as_mut()
+            .is_some_and(|child| matches!(child.try_wait(), Ok(None)));
+        if !running {
+            *process = Some(spawn());
+        }
+    }
+
+    /// Kills the operator (SIGKILL: no graceful shutdown) and starts it again.
+    pub fn restart() {
+        let mut process = PROCESS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(mut child) = process.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        *process = Some(spawn());
+    }
+}

@@ -1,46 +1,11 @@
 //! The committed CRDs on the real apiserver: every example is accepted, and every invalid
 //! manifest is refused with the message of the rule it breaks.
 
-use std::time::Duration;
-
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use trainset_e2e::{
-    TestNamespace, apply, client, dry_run_create, dynamic_api, repo_root, wait_for, yaml_documents,
+    TestNamespace, client, dry_run_create, dynamic_api, install_crds, repo_root, yaml_documents,
 };
-
-async fn install_crds(client: &kube::Client) {
-    let dir = repo_root().join("crds");
-    let mut names = Vec::new();
-    for entry in std::fs::read_dir(&dir).expect("crds/") {
-        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("readable CRD");
-        for crd in yaml_documents(&text) {
-            names.push(crd["metadata"]["name"].as_str().expect("name").to_owned());
-            apply(client, &crd, None)
-                .await
-                .unwrap_or_else(|e| panic!("applying {}: {e}", names.last().map_or("", |n| n)));
-        }
-    }
-    assert_eq!(names.len(), 6, "six CRDs under crds/");
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for name in names {
-        wait_for(
-            Duration::from_secs(30),
-            &format!("CRD {name} to be established"),
-            || async {
-                let crd = crds.get(&name).await.ok()?;
-                let established = crd
-                    .status?
-                    .conditions?
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True");
-                established.then_some(())
-            },
-        )
-        .await;
-    }
-}
 
 fn pod(containers: Value) -> Value {
     json!({"spec": {"containers": containers}})

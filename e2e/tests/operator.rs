@@ -1,0 +1,709 @@
+//! `trainset run` on the real control plane: every kind end to end, restart semantics, suspend,
+//! TTL, deadlines, invalid specs, lost JobSets and operator restarts.
+
+use std::time::Duration;
+
+use jobset_types::JobSet;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use trainset::compile::{Options, SshKeyPair, compile_manifest};
+use trainset_e2e::{
+    TestNamespace, client, dynamic_api, install_crds, operator, repo_root, wait_for, yaml_documents,
+};
+
+const COMPLETE_DELAY: &str = "pod-complete.stage.kwok.x-k8s.io/delay";
+
+async fn setup(prefix: &str) -> (Client, TestNamespace) {
+    let client = client().await;
+    install_crds(&client).await;
+    operator::ensure();
+    let ns = TestNamespace::create(&client, prefix).await;
+    (client, ns)
+}
+
+async fn create(client: &Client, ns: &str, manifest: &Value) -> Api<DynamicObject> {
+    let api = dynamic_api(client, manifest, Some(ns));
+    let object: DynamicObject = serde_json::from_value(manifest.clone()).expect("object");
+    api.create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("creating {}: {e}", manifest["metadata"]["name"]));
+    api
+}
+
+fn status(object: &DynamicObject) -> Value {
+    object.data["status"].clone()
+}
+
+/// Waits until the job's `status.state` is `state`; fails at once on another terminal state.
+async fn wait_state(api: &Api<DynamicObject>, name: &str, state: &str, limit: Duration) -> Value {
+    wait_for(limit, &format!("{name} to reach {state}"), || async {
+        let object = api.get(name).await.ok()?;
+        let current = status(&object)["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if current != state && (current == "Succeeded" || current == "Failed") {
+            panic!(
+                "{name} reached {current} instead of {state}: {}",
+                status(&object)
+            );
+        }
+        (current == state).then(|| status(&object))
+    })
+    .await
+}
+
+fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+        .unwrap_or(&Value::Null)
+}
+
+/// A training job: replica types with their replicas, on one container named `container`.
+fn job(
+    kind: &str,
+    name: &str,
+    container: &str,
+    replicas: &[(&str, i64)],
+    spec: Value,
+    pod_metadata: Value,
+) -> Value {
+    let field = match kind {
+        "TFJob" => "tfReplicaSpecs",
+        "PyTorchJob" => "pytorchReplicaSpecs",
+        "JAXJob" => "jaxReplicaSpecs",
+        "MPIJob" => "mpiReplicaSpecs",
+        other => panic!("no helper for {other}"),
+    };
+    let api_version = if kind == "MPIJob" {
+        "kubeflow.org/v2beta1"
+    } else {
+        "kubeflow.org/v1"
+    };
+    let mut specs = serde_json::Map::new();
+    for (replica_type, count) in replicas {
+        specs.insert(
+            (*replica_type).to_owned(),
+            json!({"replicas": count, "template": {"metadata": pod_metadata, "spec": {"containers": [{"name": container, "image": "busybox"}]}}}),
+        );
+    }
+    let mut full = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, "spec": {field: specs}});
+    if let (Some(target), Some(extra)) = (full["spec"].as_object_mut(), spec.as_object()) {
+        target.extend(extra.clone());
+    }
+    full
+}
+
+/// Pods that run `seconds` before KWOK completes them (the jitter bound is the total delay).
+fn delay(seconds: u32) -> Value {
+    let value = format!("{seconds}s");
+    json!({"annotations": {COMPLETE_DELAY: value.clone(), "pod-complete.stage.kwok.x-k8s.io/jitter-delay": value}})
+}
+
+/// The parts of a JobSet trainset decides: each replicated job's name, replicas, completions and
+/// first container's literal env (the apiserver adds defaults elsewhere).
+fn shape(jobset: &JobSet) -> Value {
+    let jobs: Vec<Value> = jobset
+        .spec
+        .replicated_jobs
+        .iter()
+        .map(|r| {
+            let spec = r.template.spec.as_ref();
+            let env: Vec<Value> = spec
+                .and_then(|s| s.template.spec.as_ref())
+                .map(|p| p.containers[0].env.iter().flatten().map(|e| json!([e.name, e.value])).collect())
+                .unwrap_or_default();
+            json!({"name": r.name, "replicas": r.replicas, "completions": spec.and_then(|s| s.completions), "env": env})
+        })
+        .collect();
+    Value::Array(jobs)
+}
+
+/// Waits for a Running pod of `job` (replica type `replica_type`) and fails it with `exit_code`,
+/// as a kubelet would report it.
+async fn fail_a_pod(
+    client: &Client,
+    ns: &str,
+    job: &str,
+    replica_type: &str,
+    exit_code: i32,
+) -> String {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let selector = format!(
+        "training.kubeflow.org/job-name={job},training.kubeflow.org/replica-type={replica_type}"
+    );
+    let pod = wait_for(
+        Duration::from_secs(60),
+        &format!("a running {replica_type} pod of {job}"),
+        || async {
+            let list = pods
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .ok()?;
+            list.items.into_iter().find(|p| {
+                p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                    && p.metadata.deletion_timestamp.is_none()
+            })
+        },
+    )
+    .await;
+    let name = pod.name_any();
+    let containers: Vec<Value> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .map(|c| json!({
+            "name": c.name, "image": c.image, "imageID": "", "ready": false, "restartCount": 0, "started": false,
+            "state": {"terminated": {"exitCode": exit_code, "reason": "Error", "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:01Z"}}
+        }))
+        .collect();
+    let patch = json!({"status": {"phase": "Failed", "containerStatuses": containers}});
+    pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("failing {name}: {e}"));
+    name
+}
+
+async fn events_for(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let list = events.list(&ListParams::default()).await.expect("events");
+    list.items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(name))
+        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default()))
+        .collect()
+}
+
+async fn wait_event(client: &Client, ns: &str, name: &str, type_: &str, reason: &str) {
+    wait_for(
+        Duration::from_secs(30),
+        &format!("{type_} event {reason} on {name}"),
+        || async {
+            let events = events_for(client, ns, name).await;
+            events
+                .iter()
+                .any(|(t, r)| t == type_ && r == reason)
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn every_example_succeeds_with_counts_times_and_its_compiled_jobset() {
+    let (client, ns) = setup("examples").await;
+    let mut jobs = Vec::new();
+    for entry in std::fs::read_dir(repo_root().join("examples")).expect("examples/") {
+        let path = entry.expect("entry").path();
+        for manifest in yaml_documents(&std::fs::read_to_string(&path).expect("readable")) {
+            let api = create(&client, &ns.name, &manifest).await;
+            jobs.push((manifest, api));
+        }
+    }
+    let jobsets: Api<JobSet> = Api::namespaced(client.clone(), &ns.name);
+    let key = SshKeyPair {
+        private_key: "unused".into(),
+        public_key: "unused".into(),
+    };
+    for (manifest, api) in &jobs {
+        let name = manifest["metadata"]["name"].as_str().expect("name");
+        let status = wait_state(api, name, "Succeeded", Duration::from_secs(120)).await;
+        let start = status["startTime"].as_str().expect("startTime");
+        let end = status["completionTime"].as_str().expect("completionTime");
+        assert!(start <= end, "{name}: {start} after {end}");
+        assert_eq!(condition(&status, "Succeeded")["status"], "True", "{name}");
+        assert_eq!(condition(&status, "Running")["status"], "False", "{name}");
+        // The success-deciding replica type's pods all succeeded, and none is still active.
+        for replica_type in manifest["spec"]
+            .as_object()
+            .expect("spec")
+            .iter()
+            .find(|(k, _)| k.ends_with("ReplicaSpecs"))
+            .expect("specs")
+            .1
+            .as_object()
+            .expect("map")
+            .keys()
+        {
+            let counts = &status["replicaStatuses"][replica_type];
+            assert!(
+                counts["active"].is_null(),
+                "{name} {replica_type}: {counts}"
+            );
+            assert!(
+                counts["selector"].is_string(),
+                "{name} {replica_type}: {counts}"
+            );
+        }
+        // Its JobSet is what trainset compiles (the apiserver adds defaults; compare the parts
+        // trainset decides).
+        let options = Options {
+            default_namespace: Some(&ns.name),
+            ssh_key: Some(&key),
+        };
+        let compiled = compile_manifest(manifest.clone(), &options).expect("compiles");
+        let live = jobsets.get(name).await.expect("JobSet");
+        assert_eq!(
+            shape(&live),
+            shape(&compiled.jobset),
+            "{name}: the JobSet carries the compiled spec"
+        );
+        assert_eq!(
+            live.spec.success_policy, compiled.jobset.spec.success_policy,
+            "{name}"
+        );
+        assert_eq!(
+            live.spec.failure_policy, compiled.jobset.spec.failure_policy,
+            "{name}"
+        );
+    }
+    // Pod counts: pytorch-simple has 1 master and 2 workers, all succeeded.
+    let pytorch = jobs
+        .iter()
+        .find(|(m, _)| m["metadata"]["name"] == "pytorch-simple")
+        .expect("pytorch-simple");
+    let status = status(&pytorch.1.get("pytorch-simple").await.expect("job"));
+    assert_eq!(
+        (
+            status["replicaStatuses"]["Master"]["succeeded"].as_i64(),
+            status["replicaStatuses"]["Worker"]["succeeded"].as_i64()
+        ),
+        (Some(1), Some(2))
+    );
+    wait_event(
+        &client,
+        &ns.name,
+        "pytorch-simple",
+        "Normal",
+        "PyTorchJobSucceeded",
+    )
+    .await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_failing_never_worker_fails_the_job_with_the_jobsets_reason() {
+    let (client, ns) = setup("never").await;
+    let failing = json!({
+        "labels": {"pod-container-running-failed.stage.kwok.x-k8s.io": "true"},
+        "annotations": {"pod-container-running-failed.stage.kwok.x-k8s.io/exit-code": "1", COMPLETE_DELAY: "60s"}
+    });
+    let manifest = job(
+        "JAXJob",
+        "never",
+        "jax",
+        &[("Worker", 2)],
+        json!({}),
+        failing,
+    );
+    let api = create(&client, &ns.name, &manifest).await;
+    let status = wait_state(&api, "never", "Failed", Duration::from_secs(60)).await;
+    let failed = condition(&status, "Failed");
+    assert_eq!(
+        failed["reason"], "JAXJobFailJobSetFailurePolicyAction",
+        "{status}"
+    );
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("never-worker-0"),
+        "{status}"
+    );
+    assert!(status["completionTime"].is_string());
+    assert_eq!(
+        status["restarts"], 0,
+        "a Never worker fails at once, without a gang restart"
+    );
+    wait_event(
+        &client,
+        &ns.name,
+        "never",
+        "Warning",
+        "JAXJobFailJobSetFailurePolicyAction",
+    )
+    .await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn exit_code_policy_fails_on_3_and_retries_137() {
+    let (client, ns) = setup("exitcode").await;
+    let permanent = json!({
+        "labels": {"pod-container-running-failed.stage.kwok.x-k8s.io": "true"},
+        "annotations": {"pod-container-running-failed.stage.kwok.x-k8s.io/exit-code": "3", COMPLETE_DELAY: "60s"}
+    });
+    let mut exit3 = job(
+        "PyTorchJob",
+        "exit3",
+        "pytorch",
+        &[("Worker", 1)],
+        json!({}),
+        permanent,
+    );
+    exit3["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = json!("ExitCode");
+    let mut exit137 = job(
+        "PyTorchJob",
+        "exit137",
+        "pytorch",
+        &[("Worker", 1)],
+        json!({}),
+        delay(8),
+    );
+    exit137["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = json!("ExitCode");
+    let api = create(&client, &ns.name, &exit3).await;
+    create(&client, &ns.name, &exit137).await;
+
+    let failed_pod = fail_a_pod(&client, &ns.name, "exit137", "worker", 137).await;
+    let status = wait_state(&api, "exit3", "Failed", Duration::from_secs(60)).await;
+    assert_eq!(
+        condition(&status, "Failed")["reason"],
+        "PyTorchJobFailJobSetFailurePolicyAction",
+        "{status}"
+    );
+
+    let status = wait_state(&api, "exit137", "Succeeded", Duration::from_secs(90)).await;
+    assert_eq!(
+        status["restarts"], 0,
+        "a retryable exit code is retried by the Job, not by a gang restart"
+    );
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns.name);
+    let job = jobs.get("exit137-worker-0").await.expect("the worker Job");
+    let counts = job.status.expect("Job status");
+    assert_eq!(
+        (counts.failed, counts.succeeded),
+        (Some(1), Some(1)),
+        "pod {failed_pod} failed with 137 and was replaced"
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_gang_failure_restarts_every_pod_then_succeeds() {
+    let (client, ns) = setup("gang").await;
+    let manifest = job(
+        "PyTorchJob",
+        "gang",
+        "pytorch",
+        &[("Worker", 2)],
+        json!({"runPolicy": {"backoffLimit": 0}}),
+        delay(6),
+    );
+    let api = create(&client, &ns.name, &manifest).await;
+    fail_a_pod(&client, &ns.name, "gang", "worker", 1).await;
+    let restarting = wait_for(
+        Duration::from_secs(60),
+        "gang to report its restart",
+        || async {
+            let status = status(&api.get("gang").await.ok()?);
+            (status["restarts"].as_i64() == Some(1)).then_some(status)
+        },
+    )
+    .await;
+    assert_ne!(restarting["state"], "Failed", "{restarting}");
+    wait_event(&client, &ns.name, "gang", "Warning", "PyTorchJobRestarting").await;
+    let status = wait_state(&api, "gang", "Succeeded", Duration::from_secs(90)).await;
+    assert_eq!(status["restarts"], 1, "{status}");
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn suspend_stops_the_pods_and_resume_restarts_the_clock() {
+    let (client, ns) = setup("suspend").await;
+    let manifest = job(
+        "JAXJob",
+        "pause",
+        "jax",
+        &[("Worker", 2)],
+        json!({}),
+        delay(10),
+    );
+    let api = create(&client, &ns.name, &manifest).await;
+    let running = wait_state(&api, "pause", "Running", Duration::from_secs(60)).await;
+    let first_start = running["startTime"].as_str().expect("startTime").to_owned();
+
+    let suspend = |value: bool| json!({"spec": {"runPolicy": {"suspend": value}}});
+    api.patch(
+        "pause",
+        &PatchParams::default(),
+        &Patch::Merge(suspend(true)),
+    )
+    .await
+    .expect("suspend");
+    wait_state(&api, "pause", "Suspended", Duration::from_secs(30)).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    wait_for(
+        Duration::from_secs(60),
+        "the suspended job's pods to be gone",
+        || async {
+            let list = pods
+                .list(&ListParams::default().labels("training.kubeflow.org/job-name=pause"))
+                .await
+                .ok()?;
+            list.items.is_empty().then_some(())
+        },
+    )
+    .await;
+
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    api.patch(
+        "pause",
+        &PatchParams::default(),
+        &Patch::Merge(suspend(false)),
+    )
+    .await
+    .expect("resume");
+    let resumed = wait_state(&api, "pause", "Running", Duration::from_secs(60)).await;
+    let second_start = resumed["startTime"].as_str().expect("startTime");
+    assert!(
+        second_start > first_start.as_str(),
+        "startTime reset on resume: {first_start} then {second_start}"
+    );
+    assert_eq!(condition(&resumed, "Suspended")["reason"], "JAXJobResumed");
+    wait_state(&api, "pause", "Succeeded", Duration::from_secs(60)).await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn ttl_deletes_the_finished_job() {
+    let (client, ns) = setup("ttl").await;
+    let manifest = job(
+        "JAXJob",
+        "short-lived",
+        "jax",
+        &[("Worker", 1)],
+        json!({"runPolicy": {"ttlSecondsAfterFinished": 2}}),
+        delay(1),
+    );
+    let api = create(&client, &ns.name, &manifest).await;
+    wait_state(&api, "short-lived", "Succeeded", Duration::from_secs(60)).await;
+    wait_for(
+        Duration::from_secs(30),
+        "the job to be deleted by its TTL",
+        || async { matches!(api.get_opt("short-lived").await, Ok(None)).then_some(()) },
+    )
+    .await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn the_deadline_fails_the_job_across_a_gang_restart_and_stops_its_pods() {
+    let (client, ns) = setup("deadline").await;
+    let spec = json!({"runPolicy": {"activeDeadlineSeconds": 12, "backoffLimit": 0}});
+    let manifest = job(
+        "PyTorchJob",
+        "late",
+        "pytorch",
+        &[("Worker", 2)],
+        spec,
+        delay(120),
+    );
+    let api = create(&client, &ns.name, &manifest).await;
+    fail_a_pod(&client, &ns.name, "late", "worker", 1).await;
+    wait_for(Duration::from_secs(30), "a gang restart", || async {
+        (status(&api.get("late").await.ok()?)["restarts"].as_i64() == Some(1)).then_some(())
+    })
+    .await;
+    let status = wait_state(&api, "late", "Failed", Duration::from_secs(60)).await;
+    assert_eq!(
+        condition(&status, "Failed")["reason"],
+        "PyTorchJobDeadlineExceeded",
+        "{status}"
+    );
+    let start = status["startTime"].as_str().expect("startTime");
+    let end = status["completionTime"].as_str().expect("completionTime");
+    let seconds = |t: &str| {
+        t.parse::<k8s_openapi::jiff::Timestamp>()
+            .expect("RFC 3339 time")
+            .as_second()
+    };
+    let elapsed = seconds(end) - seconds(start);
+    assert!(
+        (12..40).contains(&elapsed),
+        "failed {elapsed}s after start; the restart did not reset the clock"
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    wait_for(
+        Duration::from_secs(60),
+        "the late job's pods to be gone",
+        || async {
+            let list = pods
+                .list(&ListParams::default().labels("training.kubeflow.org/job-name=late"))
+                .await
+                .ok()?;
+            list.items.is_empty().then_some(())
+        },
+    )
+    .await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn invalid_specs_are_refused_or_failed_while_other_jobs_go_on() {
+    let (client, ns) = setup("invalid").await;
+    let mut refused = job(
+        "PyTorchJob",
+        "two-masters",
+        "pytorch",
+        &[("Master", 2), ("Worker", 1)],
+        json!({}),
+        json!({}),
+    );
+    refused["metadata"]["namespace"] = json!(ns.name);
+    let object: DynamicObject = serde_json::from_value(refused.clone()).expect("object");
+    let error = dynamic_api(&client, &refused, Some(&ns.name))
+        .create(&PostParams::default(), &object)
+        .await
+        .expect_err("refused");
+    assert!(
+        error
+            .to_string()
+            .contains("Master replicas must be exactly 1"),
+        "{error}"
+    );
+
+    let bad = job(
+        "MPIJob",
+        "bad-mpi",
+        "mpi",
+        &[("Launcher", 1), ("Worker", 1)],
+        json!({"sshAuthMountPath": "home/.ssh"}),
+        json!({}),
+    );
+    let api = create(&client, &ns.name, &bad).await;
+    let good = create(
+        &client,
+        &ns.name,
+        &job(
+            "JAXJob",
+            "good",
+            "jax",
+            &[("Worker", 1)],
+            json!({}),
+            delay(1),
+        ),
+    )
+    .await;
+    let status = wait_state(&api, "bad-mpi", "Failed", Duration::from_secs(30)).await;
+    let failed = condition(&status, "Failed");
+    assert_eq!(failed["reason"], "MPIJobInvalidSpec");
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("spec.sshAuthMountPath"),
+        "{status}"
+    );
+    wait_event(&client, &ns.name, "bad-mpi", "Warning", "InvalidSpec").await;
+    let jobsets: Api<JobSet> = Api::namespaced(client.clone(), &ns.name);
+    assert!(
+        jobsets.get_opt("bad-mpi").await.expect("get").is_none(),
+        "no JobSet for an invalid job"
+    );
+    wait_state(&good, "good", "Succeeded", Duration::from_secs(60)).await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_lost_jobset_is_recreated_and_an_operator_restart_creates_no_duplicates() {
+    let (client, ns) = setup("recreate").await;
+    let manifest = job(
+        "TFJob",
+        "keep",
+        "tensorflow",
+        &[("PS", 1), ("Worker", 2)],
+        json!({}),
+        delay(15),
+    );
+    let api = create(&client, &ns.name, &manifest).await;
+    wait_state(&api, "keep", "Running", Duration::from_secs(60)).await;
+    let jobsets: Api<JobSet> = Api::namespaced(client.clone(), &ns.name);
+    let first = jobsets.get("keep").await.expect("JobSet").uid();
+    jobsets
+        .delete("keep", &DeleteParams::foreground())
+        .await
+        .expect("delete JobSet");
+    let second = wait_for(
+        Duration::from_secs(60),
+        "the JobSet to be recreated",
+        || async {
+            let js = jobsets.get_opt("keep").await.ok()??;
+            (js.uid() != first && js.metadata.deletion_timestamp.is_none()).then(|| js.uid())
+        },
+    )
+    .await;
+    wait_event(&client, &ns.name, "keep", "Warning", "JobSetRecreated").await;
+
+    operator::restart();
+    wait_state(&api, "keep", "Succeeded", Duration::from_secs(90)).await;
+    assert_eq!(
+        jobsets.get("keep").await.expect("JobSet").uid(),
+        second,
+        "the restarted operator kept the JobSet"
+    );
+    let all = jobsets.list(&ListParams::default()).await.expect("list");
+    assert_eq!(all.items.len(), 1, "one JobSet");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns.name);
+    let names: Vec<String> = jobs
+        .list(&ListParams::default())
+        .await
+        .expect("jobs")
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    assert!(names.len() <= 2, "no duplicate Jobs: {names:?}");
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_job_managed_elsewhere_is_left_alone() {
+    let (client, ns) = setup("handoff").await;
+    let manifest = job(
+        "JAXJob",
+        "remote",
+        "jax",
+        &[("Worker", 1)],
+        json!({"runPolicy": {"managedBy": "kueue.x-k8s.io/multikueue"}}),
+        json!({}),
+    );
+    let api = create(&client, &ns.name, &manifest).await;
+    let witness = create(
+        &client,
+        &ns.name,
+        &job(
+            "JAXJob",
+            "local",
+            "jax",
+            &[("Worker", 1)],
+            json!({}),
+            delay(1),
+        ),
+    )
+    .await;
+    wait_state(&witness, "local", "Succeeded", Duration::from_secs(60)).await;
+    let jobsets: Api<JobSet> = Api::namespaced(client.clone(), &ns.name);
+    assert!(
+        jobsets.get_opt("remote").await.expect("get").is_none(),
+        "no JobSet for a job another controller manages"
+    );
+    assert!(
+        status(&api.get("remote").await.expect("job")).is_null(),
+        "and no status"
+    );
+    ns.delete().await;
+}
