@@ -87,6 +87,30 @@ struct Context {
     client: Client,
     recorder: Recorder,
     metrics: Arc<Metrics>,
+    /// Consecutive failed reconciles per object, for the retry backoff.
+    failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+}
+
+impl Context {
+    fn failures(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, u32>> {
+        self.failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Retry delay after `failures` consecutive errors: 1 s doubling up to 5 minutes.
+fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.min(9)).min(Duration::from_secs(300))
+}
+
+fn object_key<K: Kind>(job: &K) -> String {
+    format!(
+        "{}/{}/{}",
+        K::kind(&()),
+        job.namespace().unwrap_or_default(),
+        job.name_any()
+    )
 }
 
 type Shutdown = Shared<BoxFuture<'static, ()>>;
@@ -112,6 +136,7 @@ pub async fn run(
         recorder: Recorder::new(client.clone(), reporter),
         client: client.clone(),
         metrics,
+        failures: Default::default(),
     });
     futures::join!(
         controller::<TFJob>(&ctx, shutdown.clone()),
@@ -186,8 +211,12 @@ async fn controller<K: Kind>(ctx: &Arc<Context>, shutdown: Shutdown) {
     .await;
 }
 
-fn error_policy<K: Kind>(_job: Arc<K>, _error: &Error, _ctx: Arc<Context>) -> Action {
-    Action::requeue(Duration::from_secs(10))
+/// Transient errors are retried with backoff; the object's failure count resets on success.
+fn error_policy<K: Kind>(job: Arc<K>, _error: &Error, ctx: Arc<Context>) -> Action {
+    let mut failures = ctx.failures();
+    let count = failures.entry(object_key(job.as_ref())).or_insert(0);
+    *count = count.saturating_add(1);
+    Action::requeue(backoff(*count))
 }
 
 async fn reconcile<K: Kind>(job: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -675,4 +704,17 @@ fn jobset_finished(jobset: &JobSet) -> bool {
         .as_ref()
         .and_then(|s| s.terminal_state.as_deref())
         .is_some_and(|s| s == terminal_state::COMPLETED || s == terminal_state::FAILED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_from_one_second_to_five_minutes() {
+        let delays: Vec<u64> = [1, 2, 3, 8, 9, 10, 100]
+            .map(|n| backoff(n).as_secs())
+            .to_vec();
+        assert_eq!(delays, [2, 4, 8, 256, 300, 300, 300]);
+    }
 }

@@ -1,7 +1,12 @@
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use tokio::sync::watch;
+use trainset::telemetry::{LogFormat, Metrics};
 
 /// Serves the Kubeflow training APIs on JobSet.
 #[derive(Parser)]
@@ -17,10 +22,12 @@ enum Command {
     Run {
         /// Address of the /metrics, /healthz and /readyz endpoints.
         #[arg(long, env = "TRAINSET_METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
-        metrics_address: std::net::SocketAddr,
+        metrics_address: SocketAddr,
         /// Log format.
-        #[arg(long, env = "TRAINSET_LOG_FORMAT", value_enum, default_value_t = trainset::telemetry::LogFormat::Text)]
-        log_format: trainset::telemetry::LogFormat,
+        #[arg(long, env = "TRAINSET_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
+        #[command(flatten)]
+        leader: LeaderArgs,
     },
     /// Compile training job manifests into the objects the controller would create.
     Render {
@@ -47,6 +54,23 @@ enum Command {
     },
 }
 
+/// Leader election on a coordination.k8s.io Lease, so several replicas can run.
+#[derive(clap::Args)]
+struct LeaderArgs {
+    /// Reconcile only while holding the Lease.
+    #[arg(long, env = "TRAINSET_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// Name of the Lease.
+    #[arg(long, env = "TRAINSET_LEASE_NAME", default_value = "trainset")]
+    lease_name: String,
+    /// Namespace of the Lease (in a cluster: the pod's namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+    /// This replica's identity in the Lease; defaults to the host name.
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+}
+
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum Output {
     Yaml,
@@ -58,7 +82,8 @@ fn main() -> anyhow::Result<()> {
         Command::Run {
             metrics_address,
             log_format,
-        } => run(metrics_address, log_format),
+            leader,
+        } => run(metrics_address, log_format, leader),
         Command::Render {
             file,
             namespace,
@@ -69,8 +94,9 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn run(
-    metrics_address: std::net::SocketAddr,
-    log_format: trainset::telemetry::LogFormat,
+    metrics_address: SocketAddr,
+    log_format: LogFormat,
+    leader: LeaderArgs,
 ) -> anyhow::Result<()> {
     trainset::telemetry::init_logging(log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -78,34 +104,80 @@ fn run(
         .build()
         .context("starting the runtime")?;
     runtime.block_on(async move {
-        let client = kube::Client::try_default()
-            .await
-            .context("connecting to the cluster")?;
-        let metrics = std::sync::Arc::new(trainset::telemetry::Metrics::default());
-        let ready = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        let wait = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-        };
-        let server = tokio::spawn(trainset::telemetry::serve(
-            metrics_address,
-            metrics.clone(),
-            ready.clone(),
-            wait(stopped.clone()),
-        ));
+        let client = kube::Client::try_default().await.context("connecting to the cluster")?;
+        let metrics = Arc::new(Metrics::default());
+        let ready = Arc::new(AtomicBool::new(false));
+        let (stop, stopped) = watch::channel(false);
         tokio::spawn(async move {
             shutdown_signal().await;
             tracing::info!("shutting down");
             let _ = stop.send(true);
         });
+        let server = tokio::spawn(trainset::telemetry::serve(
+            metrics_address,
+            metrics.clone(),
+            ready.clone(),
+            until(stopped.clone(), true),
+        ));
         tracing::info!(%metrics_address, "trainset starting");
-        trainset::controller::run(client, metrics, ready, wait(stopped)).await?;
-        server
-            .await
-            .context("metrics server")?
-            .context("serving metrics")?;
+
+        // With leader election the controllers run from winning the Lease until shutdown or
+        // until the Lease is lost; then the process exits so its pod restarts as a follower.
+        let mut lease = None;
+        if leader.leader_elect {
+            let identity = leader
+                .identity
+                .clone()
+                .or_else(|| std::env::var("HOSTNAME").ok())
+                .unwrap_or_else(|| format!("trainset-{}", std::process::id()));
+            let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &leader.lease_name)
+                .with_namespace(&leader.lease_namespace)
+                .with_identity(&identity)
+                .with_duration(15)
+                .with_grace(5)
+                .build()
+                .await
+                .context("setting up leader election")?;
+            let (leading, task) = manager.watch().await;
+            tracing::info!(lease = %leader.lease_name, namespace = %leader.lease_namespace, %identity, "waiting to lead");
+            tokio::select! {
+                () = until(leading.clone(), true) => {}
+                () = until(stopped.clone(), true) => return Ok(()),
+            }
+            tracing::info!(%identity, "leading");
+            lease = Some((leading, task));
+        }
+        let lost = Arc::new(AtomicBool::new(false));
+        let stop_controllers = {
+            let (stopped, lost) = (stopped.clone(), lost.clone());
+            let leading = lease.as_ref().map(|(leading, _)| leading.clone());
+            async move {
+                match leading {
+                    Some(leading) => tokio::select! {
+                        () = until(stopped, true) => {}
+                        () = until(leading, false) => lost.store(true, Ordering::Relaxed),
+                    },
+                    None => until(stopped, true).await,
+                }
+            }
+        };
+        trainset::controller::run(client, metrics, ready, stop_controllers).await?;
+        // Dropping the receiver makes the lease task release the Lease.
+        if let Some((leading, task)) = lease {
+            drop(leading);
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), task).await;
+        }
+        if lost.load(Ordering::Relaxed) {
+            anyhow::bail!("lost the leader Lease {}; exiting so another replica leads", leader.lease_name);
+        }
+        server.await.context("metrics server")?.context("serving metrics")?;
         Ok(())
     })
+}
+
+/// Resolves once the watched value equals `value` (or its sender is gone).
+async fn until(mut rx: watch::Receiver<bool>, value: bool) {
+    let _ = rx.wait_for(|current| *current == value).await;
 }
 
 /// SIGTERM (Kubernetes stopping the pod) or Ctrl-C.

@@ -229,6 +229,29 @@ pub mod operator {
         }
     }
 
+    /// A second operator process on `metrics_address`, for leader-election tests; killed on drop.
+    pub struct Extra(Child);
+
+    impl Drop for Extra {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    pub fn spawn_extra(metrics_address: &str) -> Extra {
+        let mut command = Command::new(binary());
+        command
+            .args(["run", "--metrics-address", metrics_address])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        Extra(
+            command
+                .spawn()
+                .unwrap_or_else(|e| panic!("starting a second operator: {e}")),
+        )
+    }
+
     /// Kills the operator (SIGKILL: no graceful shutdown) and starts it again.
     pub fn restart() {
         let mut process = PROCESS.lock().unwrap_or_else(|e| e.into_inner());
@@ -238,4 +261,29 @@ pub mod operator {
         }
         *process = Some(spawn());
     }
+}
+
+/// `GET http://<address><path>`: the status code and body, or `None` if nothing answers.
+pub async fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::net::TcpStream::connect(address),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut response))
+        .await
+        .ok()?
+        .ok()?;
+    let code = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    Some((code, body))
 }

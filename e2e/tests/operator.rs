@@ -11,7 +11,8 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use trainset::compile::{Options, SshKeyPair, compile_manifest};
 use trainset_e2e::{
-    TestNamespace, client, dynamic_api, install_crds, operator, repo_root, wait_for, yaml_documents,
+    TestNamespace, client, dynamic_api, http_get, install_crds, operator, repo_root, wait_for,
+    yaml_documents,
 };
 
 const COMPLETE_DELAY: &str = "pod-complete.stage.kwok.x-k8s.io/delay";
@@ -705,5 +706,83 @@ async fn a_job_managed_elsewhere_is_left_alone() {
         status(&api.get("remote").await.expect("job")).is_null(),
         "and no status"
     );
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn one_replica_leads_and_serves_metrics_health_and_readiness() {
+    let (client, ns) = setup("leader").await;
+    let api = create(
+        &client,
+        &ns.name,
+        &job(
+            "JAXJob",
+            "counted",
+            "jax",
+            &[("Worker", 1)],
+            json!({}),
+            delay(1),
+        ),
+    )
+    .await;
+    wait_state(&api, "counted", "Succeeded", Duration::from_secs(60)).await;
+
+    let leader = operator::METRICS_ADDRESS;
+    assert_eq!(
+        http_get(leader, "/healthz").await.map(|(code, _)| code),
+        Some(200)
+    );
+    assert_eq!(
+        http_get(leader, "/readyz").await.map(|(code, _)| code),
+        Some(200)
+    );
+    let metrics = wait_for(Duration::from_secs(10), "the leader's metrics", || async {
+        http_get(leader, "/metrics").await
+    })
+    .await
+    .1;
+    let namespace_label = format!("job_namespace=\"{}\"", ns.name);
+    for counter in [
+        "training_operator_jobs_created_total",
+        "training_operator_jobs_successful_total",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l.starts_with(counter)
+                && l.contains(&namespace_label)
+                && l.contains("framework=\"jax\"")),
+            "{counter} for {} missing:\n{metrics}",
+            ns.name
+        );
+    }
+    assert!(
+        metrics.contains("trainset_reconcile_duration_seconds_bucket"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("trainset_jobset_creation_latency_seconds_count"),
+        "{metrics}"
+    );
+
+    // A second replica runs but does not lead, so it is live and not ready.
+    let follower_address = "127.0.0.1:26881";
+    let _follower = operator::spawn_extra(follower_address);
+    let healthy = wait_for(
+        Duration::from_secs(20),
+        "the second replica to serve",
+        || async { http_get(follower_address, "/healthz").await },
+    )
+    .await;
+    assert_eq!(healthy.0, 200);
+    for _ in 0..10 {
+        assert_eq!(
+            http_get(follower_address, "/readyz")
+                .await
+                .map(|(code, _)| code),
+            Some(503),
+            "a follower is not ready"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
     ns.delete().await;
 }
