@@ -178,16 +178,24 @@ pub async fn install_crds(client: &Client) {
 }
 
 pub mod operator {
-    //! The trainset controller as a child process of the test binary: started once, shared by
-    //! the tests of one binary, restartable, and killed by the test runner's script at the end.
+    //! The trainset controller as a child process of the test binary, running as the
+    //! ServiceAccount of `deploy/rbac.yaml` (so every operator test also proves that RBAC is
+    //! enough): started once, shared by the tests of one binary, restartable, and stopped by
+    //! `run-tests` at the end.
 
     use std::process::{Child, Command, Stdio};
-    use std::sync::Mutex;
+
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::Client;
+    use kube::api::{Api, PostParams};
+    use tokio::sync::Mutex;
 
     /// Loopback address of the operator's metrics; `run-tests` stops the process by it.
     pub const METRICS_ADDRESS: &str = "127.0.0.1:26880";
+    const NAMESPACE: &str = "trainset-system";
 
-    static PROCESS: Mutex<Option<Child>> = Mutex::new(None);
+    static PROCESS: Mutex<Option<Child>> = Mutex::const_new(None);
 
     fn binary() -> std::path::PathBuf {
         std::env::var_os("TRAINSET_BIN")
@@ -195,20 +203,70 @@ pub mod operator {
             .unwrap_or_else(|| super::repo_root().join("target/debug/trainset"))
     }
 
-    fn spawn() -> Child {
-        let log_path = std::env::var_os("TRAINSET_E2E_LOG")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| super::repo_root().join("target/trainset-e2e.log"));
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .unwrap_or_else(|e| panic!("{}: {e}", log_path.display()));
-        let err = log.try_clone().unwrap_or_else(|e| panic!("log: {e}"));
+    /// Applies `deploy/namespace.yaml` and `deploy/rbac.yaml` and writes a kubeconfig that
+    /// authenticates as the trainset ServiceAccount with a fresh token.
+    async fn service_account_kubeconfig(client: &Client) -> std::path::PathBuf {
+        for file in ["namespace.yaml", "rbac.yaml"] {
+            let path = super::repo_root().join("deploy").join(file);
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            for object in super::yaml_documents(&text) {
+                let namespace = object["metadata"]["namespace"].as_str().map(str::to_owned);
+                super::apply(client, &object, namespace.as_deref())
+                    .await
+                    .unwrap_or_else(|e| panic!("applying {file}: {e}"));
+            }
+        }
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
+        let request = TokenRequest {
+            spec: Some(TokenRequestSpec {
+                expiration_seconds: Some(3 * 3600),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let token = super::wait_for(
+            std::time::Duration::from_secs(30),
+            "a token for the trainset ServiceAccount",
+            || async {
+                accounts
+                    .create_token_request("trainset", &PostParams::default(), &request)
+                    .await
+                    .ok()?
+                    .status
+                    .and_then(|s| s.token)
+            },
+        )
+        .await;
+        let admin =
+            kube::config::Kubeconfig::read().unwrap_or_else(|e| panic!("reading KUBECONFIG: {e}"));
+        let cluster = admin
+            .clusters
+            .first()
+            .and_then(|c| c.cluster.clone())
+            .unwrap_or_else(|| panic!("KUBECONFIG names no cluster"));
+        let server = cluster.server.unwrap_or_default();
+        let ca = cluster.certificate_authority.unwrap_or_default();
+        let path = super::repo_root().join("target/trainset-e2e.kubeconfig");
+        let kubeconfig = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster: {{server: \"{server}\", certificate-authority: \"{ca}\"}}\nusers:\n- name: trainset\n  user: {{token: \"{token}\"}}\ncontexts:\n- name: trainset\n  context: {{cluster: e2e, user: trainset}}\ncurrent-context: trainset\n"
+        );
+        std::fs::write(&path, kubeconfig).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        path
+    }
+
+    fn spawn(kubeconfig: &std::path::Path, metrics_address: &str, log: Stdio, err: Stdio) -> Child {
         Command::new(binary())
-            .args(["run", "--metrics-address", METRICS_ADDRESS])
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(err))
+            .args([
+                "run",
+                "--metrics-address",
+                metrics_address,
+                "--lease-namespace",
+                NAMESPACE,
+            ])
+            .env("KUBECONFIG", kubeconfig)
+            .stdout(log)
+            .stderr(err)
             .spawn()
             .unwrap_or_else(|e| {
                 panic!(
@@ -218,15 +276,42 @@ pub mod operator {
             })
     }
 
+    fn log_files() -> (Stdio, Stdio) {
+        let path = std::env::var_os("TRAINSET_E2E_LOG")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| super::repo_root().join("target/trainset-e2e.log"));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let err = log.try_clone().unwrap_or_else(|e| panic!("log: {e}"));
+        (Stdio::from(log), Stdio::from(err))
+    }
+
     /// Starts the operator unless it runs.
-    pub fn ensure() {
-        let mut process = PROCESS.lock().unwrap_or_else(|e| e.into_inner());
+    pub async fn ensure(client: &Client) {
+        let mut process = PROCESS.lock().await;
         let running = process
             .as_mut()
             .is_some_and(|child| matches!(child.try_wait(), Ok(None)));
         if !running {
-            *process = Some(spawn());
+            let kubeconfig = service_account_kubeconfig(client).await;
+            let (log, err) = log_files();
+            *process = Some(spawn(&kubeconfig, METRICS_ADDRESS, log, err));
         }
+    }
+
+    /// Kills the operator (SIGKILL: no graceful shutdown) and starts it again.
+    pub async fn restart(client: &Client) {
+        let mut process = PROCESS.lock().await;
+        if let Some(mut child) = process.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let kubeconfig = service_account_kubeconfig(client).await;
+        let (log, err) = log_files();
+        *process = Some(spawn(&kubeconfig, METRICS_ADDRESS, log, err));
     }
 
     /// A second operator process on `metrics_address`, for leader-election tests; killed on drop.
@@ -239,27 +324,14 @@ pub mod operator {
         }
     }
 
-    pub fn spawn_extra(metrics_address: &str) -> Extra {
-        let mut command = Command::new(binary());
-        command
-            .args(["run", "--metrics-address", metrics_address])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        Extra(
-            command
-                .spawn()
-                .unwrap_or_else(|e| panic!("starting a second operator: {e}")),
-        )
-    }
-
-    /// Kills the operator (SIGKILL: no graceful shutdown) and starts it again.
-    pub fn restart() {
-        let mut process = PROCESS.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(mut child) = process.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        *process = Some(spawn());
+    pub async fn spawn_extra(client: &Client, metrics_address: &str) -> Extra {
+        let kubeconfig = service_account_kubeconfig(client).await;
+        Extra(spawn(
+            &kubeconfig,
+            metrics_address,
+            Stdio::null(),
+            Stdio::null(),
+        ))
     }
 }
 

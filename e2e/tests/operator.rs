@@ -20,7 +20,7 @@ const COMPLETE_DELAY: &str = "pod-complete.stage.kwok.x-k8s.io/delay";
 async fn setup(prefix: &str) -> (Client, TestNamespace) {
     let client = client().await;
     install_crds(&client).await;
-    operator::ensure();
+    operator::ensure(&client).await;
     let ns = TestNamespace::create(&client, prefix).await;
     (client, ns)
 }
@@ -648,7 +648,7 @@ async fn a_lost_jobset_is_recreated_and_an_operator_restart_creates_no_duplicate
     .await;
     wait_event(&client, &ns.name, "keep", "Warning", "JobSetRecreated").await;
 
-    operator::restart();
+    operator::restart(&client).await;
     wait_state(&api, "keep", "Succeeded", Duration::from_secs(90)).await;
     assert_eq!(
         jobsets.get("keep").await.expect("JobSet").uid(),
@@ -766,7 +766,7 @@ async fn one_replica_leads_and_serves_metrics_health_and_readiness() {
 
     // A second replica runs but does not lead, so it is live and not ready.
     let follower_address = "127.0.0.1:26881";
-    let _follower = operator::spawn_extra(follower_address);
+    let _follower = operator::spawn_extra(&client, follower_address).await;
     let healthy = wait_for(
         Duration::from_secs(20),
         "the second replica to serve",
@@ -784,5 +784,60 @@ async fn one_replica_leads_and_serves_metrics_health_and_readiness() {
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn clean_pod_policy_deletes_finished_pods_only_when_asked() {
+    let (client, ns) = setup("cleanpods").await;
+    let all = job(
+        "JAXJob",
+        "clean-all",
+        "jax",
+        &[("Worker", 2)],
+        json!({"runPolicy": {"cleanPodPolicy": "All"}}),
+        delay(1),
+    );
+    let none = job(
+        "JAXJob",
+        "clean-none",
+        "jax",
+        &[("Worker", 2)],
+        json!({"runPolicy": {"cleanPodPolicy": "None"}}),
+        delay(1),
+    );
+    let all_api = create(&client, &ns.name, &all).await;
+    let none_api = create(&client, &ns.name, &none).await;
+    wait_state(&all_api, "clean-all", "Succeeded", Duration::from_secs(60)).await;
+    wait_state(
+        &none_api,
+        "clean-none",
+        "Succeeded",
+        Duration::from_secs(60),
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let count = |job: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let selector = format!("training.kubeflow.org/job-name={job}");
+            pods.list(&ListParams::default().labels(&selector))
+                .await
+                .map(|l| l.items.len())
+                .ok()
+        }
+    };
+    wait_for(
+        Duration::from_secs(30),
+        "cleanPodPolicy All to delete the pods",
+        || async { (count("clean-all").await? == 0).then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        count("clean-none").await,
+        Some(2),
+        "cleanPodPolicy None keeps the finished pods"
+    );
     ns.delete().await;
 }
