@@ -2,22 +2,18 @@
 
 use k8s_openapi::api::core::v1::EnvVar;
 
-use super::{CompileError, Context, Framework, Group, Success, env};
+use super::{Context, Framework, Group, Success, env};
 use crate::api::{JAXJob, RestartPolicy};
 
 pub struct Jax;
 
-impl super::Compile for JAXJob {
-    const FRAMEWORK: &'static str = "jax";
-    const OPERATOR_NAME: &'static str = <Jax as Framework>::OPERATOR_NAME;
-
-    fn compile(&self, options: &super::Options<'_>) -> Result<super::Compiled, CompileError> {
-        super::compile::<Jax>(self, options)
-    }
+impl super::HasFramework for JAXJob {
+    type Framework = Jax;
 }
 
 impl Framework for Jax {
     type Job = JAXJob;
+    const FRAMEWORK: &'static str = "jax";
     const OPERATOR_NAME: &'static str = "jaxjob-controller";
     const PORT: Option<(&'static str, i32)> = Some(("jaxjob-port", 6666));
 

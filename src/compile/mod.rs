@@ -207,6 +207,8 @@ pub trait Framework {
     type Job: TrainingJob;
     /// Value of `training.kubeflow.org/operator-name`, as v1 set it.
     const OPERATOR_NAME: &'static str;
+    /// The `framework` label of v1's metrics.
+    const FRAMEWORK: &'static str;
     /// The framework's named port on the default container, with its default number.
     const PORT: Option<(&'static str, i32)>;
     /// Whether env goes into every container (true) or only the default container (TFJob).
@@ -283,7 +285,7 @@ pub fn compile_manifest(manifest: Value, options: &Options<'_>) -> Result<Compil
     }
 }
 
-/// A training job that compiles into a JobSet; each framework file implements it for its kind.
+/// A training job that compiles into a JobSet.
 pub trait Compile {
     /// The framework label of v1's metrics: `tensorflow`, `pytorch`, ...
     const FRAMEWORK: &'static str;
@@ -291,6 +293,21 @@ pub trait Compile {
     const OPERATOR_NAME: &'static str;
 
     fn compile(&self, options: &Options<'_>) -> Result<Compiled, CompileError>;
+}
+
+/// Names a job type's framework; each framework file implements it for its kind, and
+/// [`Compile`] follows.
+pub trait HasFramework: TrainingJob {
+    type Framework: Framework<Job = Self>;
+}
+
+impl<J: HasFramework> Compile for J {
+    const FRAMEWORK: &'static str = <J::Framework as Framework>::FRAMEWORK;
+    const OPERATOR_NAME: &'static str = <J::Framework as Framework>::OPERATOR_NAME;
+
+    fn compile(&self, options: &Options<'_>) -> Result<Compiled, CompileError> {
+        compile::<J::Framework>(self, options)
+    }
 }
 
 /// Deserializes a manifest into its kind, naming the field at fault on error.

@@ -48,17 +48,13 @@ impl SshKeyPair {
 
 pub struct Mpi;
 
-impl super::Compile for MPIJob {
-    const FRAMEWORK: &'static str = "mpi";
-    const OPERATOR_NAME: &'static str = <Mpi as Framework>::OPERATOR_NAME;
-
-    fn compile(&self, options: &super::Options<'_>) -> Result<super::Compiled, CompileError> {
-        super::compile::<Mpi>(self, options)
-    }
+impl super::HasFramework for MPIJob {
+    type Framework = Mpi;
 }
 
 impl Framework for Mpi {
     type Job = MPIJob;
+    const FRAMEWORK: &'static str = "mpi";
     const OPERATOR_NAME: &'static str = "mpi-operator";
     const PORT: Option<(&'static str, i32)> = None;
 

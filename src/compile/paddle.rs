@@ -2,22 +2,18 @@
 
 use k8s_openapi::api::core::v1::EnvVar;
 
-use super::{CompileError, Context, Framework, Group, Success, env};
+use super::{Context, Framework, Group, Success, env};
 use crate::api::{PaddleJob, RestartPolicy};
 
 pub struct Paddle;
 
-impl super::Compile for PaddleJob {
-    const FRAMEWORK: &'static str = "paddle";
-    const OPERATOR_NAME: &'static str = <Paddle as Framework>::OPERATOR_NAME;
-
-    fn compile(&self, options: &super::Options<'_>) -> Result<super::Compiled, CompileError> {
-        super::compile::<Paddle>(self, options)
-    }
+impl super::HasFramework for PaddleJob {
+    type Framework = Paddle;
 }
 
 impl Framework for Paddle {
     type Job = PaddleJob;
+    const FRAMEWORK: &'static str = "paddle";
     const OPERATOR_NAME: &'static str = "paddlejob-controller";
     const PORT: Option<(&'static str, i32)> = Some(("master", 36543));
 

@@ -10,17 +10,13 @@ use crate::api::{PyTorchJob, RestartPolicy};
 
 pub struct PyTorch;
 
-impl super::Compile for PyTorchJob {
-    const FRAMEWORK: &'static str = "pytorch";
-    const OPERATOR_NAME: &'static str = <PyTorch as Framework>::OPERATOR_NAME;
-
-    fn compile(&self, options: &super::Options<'_>) -> Result<super::Compiled, CompileError> {
-        super::compile::<PyTorch>(self, options)
-    }
+impl super::HasFramework for PyTorchJob {
+    type Framework = PyTorch;
 }
 
 impl Framework for PyTorch {
     type Job = PyTorchJob;
+    const FRAMEWORK: &'static str = "pytorch";
     const OPERATOR_NAME: &'static str = "pytorchjob-controller";
     const PORT: Option<(&'static str, i32)> = Some(("pytorchjob-port", 23456));
 

@@ -9,17 +9,13 @@ use crate::api::{RestartPolicy, TFJob, TFSuccessPolicy};
 
 pub struct TensorFlow;
 
-impl super::Compile for TFJob {
-    const FRAMEWORK: &'static str = "tensorflow";
-    const OPERATOR_NAME: &'static str = <TensorFlow as Framework>::OPERATOR_NAME;
-
-    fn compile(&self, options: &super::Options<'_>) -> Result<super::Compiled, CompileError> {
-        super::compile::<TensorFlow>(self, options)
-    }
+impl super::HasFramework for TFJob {
+    type Framework = TensorFlow;
 }
 
 impl Framework for TensorFlow {
     type Job = TFJob;
+    const FRAMEWORK: &'static str = "tensorflow";
     const OPERATOR_NAME: &'static str = "tfjob-controller";
     const PORT: Option<(&'static str, i32)> = Some(("tfjob-port", 2222));
     const ENV_IN_EVERY_CONTAINER: bool = false;

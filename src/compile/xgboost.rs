@@ -8,17 +8,13 @@ use crate::api::{RestartPolicy, XGBoostJob};
 
 pub struct XGBoost;
 
-impl super::Compile for XGBoostJob {
-    const FRAMEWORK: &'static str = "xgboost";
-    const OPERATOR_NAME: &'static str = <XGBoost as Framework>::OPERATOR_NAME;
-
-    fn compile(&self, options: &super::Options<'_>) -> Result<super::Compiled, CompileError> {
-        super::compile::<XGBoost>(self, options)
-    }
+impl super::HasFramework for XGBoostJob {
+    type Framework = XGBoost;
 }
 
 impl Framework for XGBoost {
     type Job = XGBoostJob;
+    const FRAMEWORK: &'static str = "xgboost";
     const OPERATOR_NAME: &'static str = "xgboostjob-controller";
     const PORT: Option<(&'static str, i32)> = Some(("xgboostjob-port", 9999));
 
