@@ -306,7 +306,14 @@ impl<K: Kind> Reconciler<'_, K> {
             jobs: &owned.items,
         };
         let mut next = status::derive(&subject, previous, &observed, &now);
-        let deadline = self.deadline_left(&next, &jobset, &now);
+        let deadline = status::deadline_left(
+            self.job
+                .run_policy()
+                .and_then(|p| p.active_deadline_seconds),
+            &next,
+            jobset.spec.suspend == Some(true),
+            &now,
+        );
         if deadline.is_some_and(|left| left.is_zero()) {
             let seconds = self
                 .job
@@ -345,19 +352,6 @@ impl<K: Kind> Reconciler<'_, K> {
                     || (K::kind(&()) == "MPIJob" && manager == MPI_OPERATOR)
             }
         }
-    }
-
-    /// Time left before `activeDeadlineSeconds`, counted from `startTime` across JobSet restarts.
-    fn deadline_left(&self, next: &JobStatus, jobset: &JobSet, now: &Time) -> Option<Duration> {
-        let seconds = self.job.run_policy()?.active_deadline_seconds?;
-        if jobset.spec.suspend == Some(true) || status::is_terminal(next) {
-            return None;
-        }
-        let start = next.start_time.as_ref()?;
-        let elapsed = now.0.duration_since(start.0).as_secs();
-        Some(Duration::from_secs(
-            u64::try_from(seconds.saturating_sub(elapsed)).unwrap_or(0),
-        ))
     }
 
     /// Compiles and creates the JobSet (and MPI objects). `None` when the spec is invalid: the

@@ -198,6 +198,27 @@ pub fn fail(
     status
 }
 
+/// Time left before `activeDeadlineSeconds` runs out, counted from `startTime` (which a gang
+/// restart keeps and a resume resets); `None` when there is no deadline to enforce now.
+pub fn deadline_left(
+    deadline_seconds: Option<i64>,
+    status: &JobStatus,
+    suspended: bool,
+    now: &Time,
+) -> Option<std::time::Duration> {
+    let seconds = deadline_seconds?;
+    if suspended || is_terminal(status) {
+        return None;
+    }
+    let elapsed = now
+        .0
+        .duration_since(status.start_time.as_ref()?.0)
+        .as_secs();
+    Some(std::time::Duration::from_secs(
+        u64::try_from(seconds.saturating_sub(elapsed)).unwrap_or(0),
+    ))
+}
+
 /// Whether the job reached `Succeeded` or `Failed`.
 pub fn is_terminal(status: &JobStatus) -> bool {
     status

@@ -358,3 +358,50 @@ fn trainset_decided_failures_are_terminal() {
         expired
     );
 }
+
+#[test]
+fn the_deadline_counts_from_start_time_and_pauses_while_suspended_or_finished() {
+    use std::time::Duration;
+    let running = derive(
+        None,
+        &jobset(false, 0, json!([])),
+        &[job("worker", 0, 1, 0, 0)],
+        0,
+    );
+    assert_eq!(
+        status::deadline_left(None, &running, false, &at(5)),
+        None,
+        "no deadline"
+    );
+    assert_eq!(
+        status::deadline_left(Some(60), &running, false, &at(15)),
+        Some(Duration::from_secs(45))
+    );
+    assert_eq!(
+        status::deadline_left(Some(60), &running, false, &at(600)),
+        Some(Duration::ZERO),
+        "expired"
+    );
+    assert_eq!(
+        status::deadline_left(Some(60), &running, true, &at(600)),
+        None,
+        "suspended"
+    );
+    let restarted = derive(
+        Some(&running),
+        &jobset(false, 1, json!([])),
+        &[job("worker", 1, 1, 0, 0)],
+        30,
+    );
+    assert_eq!(
+        status::deadline_left(Some(60), &restarted, false, &at(40)),
+        Some(Duration::from_secs(20)),
+        "a gang restart keeps the clock"
+    );
+    let done = status::fail(&SUBJECT, Some(&running), "X", "x", &at(20));
+    assert_eq!(
+        status::deadline_left(Some(60), &done, false, &at(30)),
+        None,
+        "finished"
+    );
+}
