@@ -221,12 +221,17 @@ fn error_policy<K: Kind>(job: Arc<K>, _error: &Error, ctx: Arc<Context>) -> Acti
 
 async fn reconcile<K: Kind>(job: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
-    let result = Reconciler {
+    let reconciler = Reconciler {
         job: job.as_ref(),
         ctx: &ctx,
+    };
+    let result = reconciler.reconcile().await;
+    if let Err(error) = &result {
+        // Visible on the job itself (kubectl describe), not only in trainset's log.
+        reconciler
+            .event(EventType::Warning, "ReconcileError", error.to_string())
+            .await;
     }
-    .reconcile()
-    .await;
     ctx.metrics
         .reconcile_seconds
         .get_or_create(&KindLabels {
