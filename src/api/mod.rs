@@ -54,6 +54,48 @@ pub trait TrainingJob:
     }
 }
 
+/// Declares a training kind's spec struct with the CRD settings every kind shares: group
+/// `kubeflow.org`, categories `kubeflow` and `all`, namespaced, status `JobStatus`, and the State
+/// and Age printer columns. Further `#[kube(...)]` settings (PyTorchJob's scale subresource) go
+/// after the header line.
+macro_rules! training_kind {
+    (
+        $(#[doc = $doc:literal])*
+        kind = $kind:literal, version = $version:literal, plural = $plural:literal, shortname = $short:literal;
+        $(#[$extra:meta])*
+        pub struct $spec:ident { $($body:tt)* }
+    ) => {
+        $(#[doc = $doc])*
+        #[derive(
+            kube::CustomResource,
+            Clone,
+            Debug,
+            Default,
+            PartialEq,
+            serde::Serialize,
+            serde::Deserialize,
+            schemars::JsonSchema
+        )]
+        #[kube(
+            group = "kubeflow.org",
+            version = $version,
+            kind = $kind,
+            plural = $plural,
+            shortname = $short,
+            category = "kubeflow",
+            category = "all",
+            namespaced,
+            status = "JobStatus",
+            printcolumn(name = "State", type_ = "string", json_path = ".status.state", description = "Current state"),
+            printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+        )]
+        $(#[$extra])*
+        #[serde(rename_all = "camelCase")]
+        pub struct $spec { $($body)* }
+    };
+}
+pub(crate) use training_kind;
+
 /// Implements the accessors of [`TrainingJob`] for a kind whose spec has `runPolicy` and the
 /// given replica-spec field.
 macro_rules! training_job_accessors {

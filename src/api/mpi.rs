@@ -1,61 +1,39 @@
 //! MPIJob (`kubeflow.org/v2beta1`, mpi-operator semantics: SSH, launcher as a Job).
 
-use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
     JobStatus, MPI_OPERATOR, MULTIKUEUE, ReplicaSpecs, Rule, RunPolicy, TrainingJob,
-    training_job_accessors,
+    training_job_accessors, training_kind,
 };
 
-/// An MPI job: one Launcher that reaches its Workers over SSH.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "kubeflow.org",
-    version = "v2beta1",
-    kind = "MPIJob",
-    plural = "mpijobs",
-    shortname = "mpij",
-    category = "kubeflow",
-    category = "all",
-    namespaced,
-    status = "JobStatus",
-    printcolumn(
-        name = "State",
-        type_ = "string",
-        json_path = ".status.state",
-        description = "Current state"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct MPIJobSpec {
-    /// Slots per worker in the hostfile. Defaults to 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
-    pub slots_per_worker: Option<i32>,
-    /// Lists the launcher in the hostfile too, so it runs ranks itself.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_launcher_as_worker: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_policy: Option<RunPolicy>,
-    /// Replica specs keyed by Launcher (required, exactly 1) and Worker (any case).
-    #[serde(rename = "mpiReplicaSpecs")]
-    pub mpi_replica_specs: ReplicaSpecs,
-    /// Where the SSH key pair is mounted. Defaults to /root/.ssh.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ssh_auth_mount_path: Option<String>,
-    /// AtStartup (default) or WaitForWorkersReady.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub launcher_creation_policy: Option<LauncherCreationPolicy>,
-    /// OpenMPI (default), Intel or MPICH.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mpi_implementation: Option<MPIImplementation>,
+training_kind! {
+    /// An MPI job: one Launcher that reaches its Workers over SSH.
+    kind = "MPIJob", version = "v2beta1", plural = "mpijobs", shortname = "mpij";
+    pub struct MPIJobSpec {
+        /// Slots per worker in the hostfile. Defaults to 1.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 1))]
+        pub slots_per_worker: Option<i32>,
+        /// Lists the launcher in the hostfile too, so it runs ranks itself.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub run_launcher_as_worker: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub run_policy: Option<RunPolicy>,
+        /// Replica specs keyed by Launcher (required, exactly 1) and Worker (any case).
+        #[serde(rename = "mpiReplicaSpecs")]
+        pub mpi_replica_specs: ReplicaSpecs,
+        /// Where the SSH key pair is mounted. Defaults to /root/.ssh.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub ssh_auth_mount_path: Option<String>,
+        /// AtStartup (default) or WaitForWorkersReady.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub launcher_creation_policy: Option<LauncherCreationPolicy>,
+        /// OpenMPI (default), Intel or MPICH.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub mpi_implementation: Option<MPIImplementation>,
+    }
 }
 
 /// When the launcher is started.

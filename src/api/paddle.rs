@@ -1,49 +1,27 @@
 //! PaddleJob (`kubeflow.org/v1`).
 
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
-use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
     JobStatus, MULTIKUEUE, ReplicaSpecs, Rule, RunPolicy, TRAINING_OPERATOR, TrainingJob,
-    training_job_accessors,
+    training_job_accessors, training_kind,
 };
 
-/// A distributed PaddlePaddle training job: Workers only (collective mode) or Master and Workers
-/// (parameter-server mode).
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "kubeflow.org",
-    version = "v1",
-    kind = "PaddleJob",
-    plural = "paddlejobs",
-    shortname = "paddlejob",
-    category = "kubeflow",
-    category = "all",
-    namespaced,
-    status = "JobStatus",
-    printcolumn(
-        name = "State",
-        type_ = "string",
-        json_path = ".status.state",
-        description = "Current state"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct PaddleJobSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_policy: Option<RunPolicy>,
-    /// Accepted for compatibility; v1's Paddle controller never acted on it either.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub elastic_policy: Option<PaddleElasticPolicy>,
-    /// Replica specs keyed by Master and Worker (any case).
-    pub paddle_replica_specs: ReplicaSpecs,
+training_kind! {
+    /// A distributed PaddlePaddle training job: Workers only (collective mode) or Master and Workers
+    /// (parameter-server mode).
+    kind = "PaddleJob", version = "v1", plural = "paddlejobs", shortname = "paddlejob";
+    pub struct PaddleJobSpec {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub run_policy: Option<RunPolicy>,
+        /// Accepted for compatibility; v1's Paddle controller never acted on it either.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub elastic_policy: Option<PaddleElasticPolicy>,
+        /// Replica specs keyed by Master and Worker (any case).
+        pub paddle_replica_specs: ReplicaSpecs,
+    }
 }
 
 /// Paddle elastic bounds (not acted upon, as in v1).

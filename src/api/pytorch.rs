@@ -1,58 +1,36 @@
 //! PyTorchJob (`kubeflow.org/v1`).
 
 use k8s_openapi::api::autoscaling::v2::MetricSpec;
-use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
     JobStatus, MULTIKUEUE, ReplicaSpecs, Rule, RunPolicy, TRAINING_OPERATOR, TrainingJob,
-    training_job_accessors,
+    training_job_accessors, training_kind,
 };
 
-/// A distributed PyTorch training job: one Master and any number of Workers, or Workers only,
-/// optionally elastic (torchrun rendezvous).
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "kubeflow.org",
-    version = "v1",
-    kind = "PyTorchJob",
-    plural = "pytorchjobs",
-    shortname = "pytorchjob",
-    category = "kubeflow",
-    category = "all",
-    namespaced,
-    status = "JobStatus",
-    scale(
+training_kind! {
+    /// A distributed PyTorch training job: one Master and any number of Workers, or Workers only,
+    /// optionally elastic (torchrun rendezvous).
+    kind = "PyTorchJob", version = "v1", plural = "pytorchjobs", shortname = "pytorchjob";
+    #[kube(scale(
         spec_replicas_path = ".spec.pytorchReplicaSpecs.Worker.replicas",
         status_replicas_path = ".status.replicaStatuses.Worker.active",
         label_selector_path = ".status.replicaStatuses.Worker.selector"
-    ),
-    printcolumn(
-        name = "State",
-        type_ = "string",
-        json_path = ".status.state",
-        description = "Current state"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct PyTorchJobSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_policy: Option<RunPolicy>,
-    /// Elastic training: torchrun rendezvous between minReplicas and maxReplicas workers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub elastic_policy: Option<ElasticPolicy>,
-    /// Replica specs keyed by Master and Worker (any case).
-    pub pytorch_replica_specs: ReplicaSpecs,
-    /// Processes per node: auto (default), cpu, gpu or a number. A number multiplies WORLD_SIZE.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^(auto|cpu|gpu|[1-9][0-9]*)$"))]
-    pub nproc_per_node: Option<String>,
+    ))]
+    pub struct PyTorchJobSpec {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub run_policy: Option<RunPolicy>,
+        /// Elastic training: torchrun rendezvous between minReplicas and maxReplicas workers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub elastic_policy: Option<ElasticPolicy>,
+        /// Replica specs keyed by Master and Worker (any case).
+        pub pytorch_replica_specs: ReplicaSpecs,
+        /// Processes per node: auto (default), cpu, gpu or a number. A number multiplies WORLD_SIZE.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(regex(pattern = r"^(auto|cpu|gpu|[1-9][0-9]*)$"))]
+        pub nproc_per_node: Option<String>,
+    }
 }
 
 /// torchrun rendezvous settings.

@@ -1,53 +1,31 @@
 //! TFJob (`kubeflow.org/v1`).
 
-use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
     JobStatus, MULTIKUEUE, ReplicaSpecs, Rule, RunPolicy, TRAINING_OPERATOR, TrainingJob,
-    training_job_accessors,
+    training_job_accessors, training_kind,
 };
 
-/// A distributed TensorFlow training job: Chief (or Master), PS, Worker and Evaluator replicas.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "kubeflow.org",
-    version = "v1",
-    kind = "TFJob",
-    plural = "tfjobs",
-    shortname = "tfjob",
-    category = "kubeflow",
-    category = "all",
-    namespaced,
-    status = "JobStatus",
-    printcolumn(
-        name = "State",
-        type_ = "string",
-        json_path = ".status.state",
-        description = "Current state"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct TFJobSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_policy: Option<RunPolicy>,
-    /// When the job succeeds without a Chief/Master: "" (default, worker 0 succeeded) or
-    /// "AllWorkers".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub success_policy: Option<TFSuccessPolicy>,
-    /// Replica specs keyed by Chief, Master, PS, Worker or Evaluator (any case).
-    #[serde(rename = "tfReplicaSpecs")]
-    pub tf_replica_specs: ReplicaSpecs,
-    /// Gives each worker a sparse TF_CONFIG (its own address and the PS addresses), so workers
-    /// can come and go.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub enable_dynamic_worker: Option<bool>,
+training_kind! {
+    /// A distributed TensorFlow training job: Chief (or Master), PS, Worker and Evaluator replicas.
+    kind = "TFJob", version = "v1", plural = "tfjobs", shortname = "tfjob";
+    pub struct TFJobSpec {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub run_policy: Option<RunPolicy>,
+        /// When the job succeeds without a Chief/Master: "" (default, worker 0 succeeded) or
+        /// "AllWorkers".
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub success_policy: Option<TFSuccessPolicy>,
+        /// Replica specs keyed by Chief, Master, PS, Worker or Evaluator (any case).
+        #[serde(rename = "tfReplicaSpecs")]
+        pub tf_replica_specs: ReplicaSpecs,
+        /// Gives each worker a sparse TF_CONFIG (its own address and the PS addresses), so workers
+        /// can come and go.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub enable_dynamic_worker: Option<bool>,
+    }
 }
 
 /// TFJob success policy.
