@@ -26,8 +26,8 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use crate::api::{
-    CleanPodPolicy, JAXJob, JobStatus, MPI_OPERATOR, MPIJob, PaddleJob, PyTorchJob, TFJob,
-    TRAINING_OPERATOR, TrainingJob, XGBoostJob,
+    CleanPodPolicy, JAXJob, JobStatus, MPIJob, PaddleJob, PyTorchJob, TFJob, TrainingJob,
+    XGBoostJob,
 };
 use crate::compile::{
     Compile, CompileError, JOB_NAME, MANAGED_BY, OPERATOR_NAME, Options, SshKeyPair, TRAINSET,
@@ -352,10 +352,8 @@ impl<K: Kind> Reconciler<'_, K> {
     fn managed_here(&self) -> bool {
         match self.job.run_policy().and_then(|p| p.managed_by.as_deref()) {
             None => true,
-            Some(manager) => {
-                manager == TRAINING_OPERATOR
-                    || (K::kind(&()) == "MPIJob" && manager == MPI_OPERATOR)
-            }
+            // The kind's first allowed value is trainset's own.
+            Some(manager) => K::MANAGED_BY_VALUES.first() == Some(&manager),
         }
     }
 
@@ -367,7 +365,7 @@ impl<K: Kind> Reconciler<'_, K> {
         previous: Option<&JobStatus>,
     ) -> Result<Option<JobSet>, Error> {
         let name = self.name();
-        let key = if K::kind(&()) == "MPIJob" {
+        let key = if K::NEEDS_SSH_KEY {
             Some(self.ssh_key(namespace).await?)
         } else {
             None

@@ -211,6 +211,8 @@ pub trait Framework {
     const FRAMEWORK: &'static str;
     /// The framework's named port on the default container, with its default number.
     const PORT: Option<(&'static str, i32)>;
+    /// Whether compiling needs an SSH key pair for an auxiliary Secret.
+    const NEEDS_SSH_KEY: bool = false;
     /// Whether env goes into every container (true) or only the default container (TFJob).
     const ENV_IN_EVERY_CONTAINER: bool = true;
 
@@ -291,6 +293,8 @@ pub trait Compile {
     const FRAMEWORK: &'static str;
     /// The value of `training.kubeflow.org/operator-name` on the pods.
     const OPERATOR_NAME: &'static str;
+    /// Whether [`Options::ssh_key`] must be given (MPIJob).
+    const NEEDS_SSH_KEY: bool;
 
     fn compile(&self, options: &Options<'_>) -> Result<Compiled, CompileError>;
 }
@@ -304,6 +308,7 @@ pub trait HasFramework: TrainingJob {
 impl<J: HasFramework> Compile for J {
     const FRAMEWORK: &'static str = <J::Framework as Framework>::FRAMEWORK;
     const OPERATOR_NAME: &'static str = <J::Framework as Framework>::OPERATOR_NAME;
+    const NEEDS_SSH_KEY: bool = <J::Framework as Framework>::NEEDS_SSH_KEY;
 
     fn compile(&self, options: &Options<'_>) -> Result<Compiled, CompileError> {
         compile::<J::Framework>(self, options)

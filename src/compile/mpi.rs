@@ -57,6 +57,7 @@ impl Framework for Mpi {
     const FRAMEWORK: &'static str = "mpi";
     const OPERATOR_NAME: &'static str = "mpi-operator";
     const PORT: Option<(&'static str, i32)> = None;
+    const NEEDS_SSH_KEY: bool = true;
 
     fn default_restart_policy(replica_type: &str) -> RestartPolicy {
         if replica_type == "Launcher" {
