@@ -17,7 +17,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
@@ -30,9 +32,11 @@ use crate::api::{
     XGBoostJob,
 };
 use crate::compile::{
-    Compile, CompileError, JOB_NAME, MANAGED_BY, OPERATOR_NAME, Options, SshKeyPair, TRAINSET,
+    Compile, CompileError, Compiled, JOB_NAME, MANAGED_BY, OPERATOR_NAME, Options, SshKeyPair,
+    TRAINSET,
 };
 use crate::status::{self, Observed, Subject};
+use crate::suspend::{self, Control};
 use crate::telemetry::{JobLabels, KindLabels, Metrics};
 
 /// The field manager of every write.
@@ -53,6 +57,13 @@ pub enum Error {
     SshKey(#[from] ssh_key::Error),
     #[error("the JobSet CRD {JOBSET_CRD} never became established")]
     NoJobSetCrd,
+    #[error("compiling the job to resume its JobSet: {0}")]
+    Compile(#[source] CompileError),
+    #[error("building the patch that resumes {object}: {source}")]
+    ResumePatch {
+        object: String,
+        source: serde_json::Error,
+    },
 }
 
 fn kube_error(
@@ -64,6 +75,17 @@ fn kube_error(
         action,
         object,
         source,
+    }
+}
+
+/// Kueue's Workload API, looked up only to learn whether Kueue queues a training job itself.
+fn workload_resource() -> ApiResource {
+    ApiResource {
+        group: "kueue.x-k8s.io".to_owned(),
+        version: "v1beta2".to_owned(),
+        api_version: "kueue.x-k8s.io/v1beta2".to_owned(),
+        kind: "Workload".to_owned(),
+        plural: "workloads".to_owned(),
     }
 }
 
@@ -290,7 +312,7 @@ impl<K: Kind> Reconciler<'_, K> {
             .map_err(kube_error("getting JobSet", &name))?
         {
             Some(jobset) => {
-                self.sync_suspend(&jobsets, &jobset).await?;
+                self.sync_suspend(&namespace, &jobsets, &jobset).await?;
                 jobset
             }
             None => match self.create(&namespace, previous).await? {
@@ -365,16 +387,7 @@ impl<K: Kind> Reconciler<'_, K> {
         previous: Option<&JobStatus>,
     ) -> Result<Option<JobSet>, Error> {
         let name = self.name();
-        let key = if K::NEEDS_SSH_KEY {
-            Some(self.ssh_key(namespace).await?)
-        } else {
-            None
-        };
-        let options = Options {
-            default_namespace: Some(namespace),
-            ssh_key: key.as_ref(),
-        };
-        let compiled = match self.job.compile(&options) {
+        let compiled = match self.compile(namespace).await? {
             Ok(compiled) => compiled,
             Err(error) => {
                 self.invalid(previous, &error).await?;
@@ -426,6 +439,20 @@ impl<K: Kind> Reconciler<'_, K> {
             .await;
         }
         Ok(Some(jobset))
+    }
+
+    /// Compiles the job (pure); an MPIJob reuses the key of its existing SSH Secret.
+    async fn compile(&self, namespace: &str) -> Result<Result<Compiled, CompileError>, Error> {
+        let key = if K::NEEDS_SSH_KEY {
+            Some(self.ssh_key(namespace).await?)
+        } else {
+            None
+        };
+        let options = Options {
+            default_namespace: Some(namespace),
+            ssh_key: key.as_ref(),
+        };
+        Ok(self.job.compile(&options))
     }
 
     /// The key of an existing `<name>-ssh` Secret (so a recreated JobSet keeps it), or a new one.
@@ -484,28 +511,77 @@ impl<K: Kind> Reconciler<'_, K> {
         Ok(())
     }
 
-    /// Sets the JobSet's `spec.suspend` to the job's; never unsuspends a JobSet Kueue queues.
-    async fn sync_suspend(&self, jobsets: &Api<JobSet>, jobset: &JobSet) -> Result<(), Error> {
+    /// Sets the JobSet's `spec.suspend` to the job's where trainset controls it (see
+    /// [`suspend`]); a resume also carries the pod-template fields a suspended JobSet may change.
+    async fn sync_suspend(
+        &self,
+        namespace: &str,
+        jobsets: &Api<JobSet>,
+        jobset: &JobSet,
+    ) -> Result<(), Error> {
         let wanted = self
             .job
             .run_policy()
             .and_then(|p| p.suspend)
             .unwrap_or(false);
         let current = jobset.spec.suspend.unwrap_or(false);
-        let queued = jobset.labels().contains_key(kueue::QUEUE_NAME);
-        if wanted == current || (!wanted && queued) {
+        if wanted == current {
             return Ok(());
         }
-        let patch = json!({"spec": {"suspend": wanted}});
+        let queued = jobset.labels().contains_key(kueue::QUEUE_NAME);
+        let control = Control::of(queued, queued && self.has_own_workload().await?);
+        let name = self.name();
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..Default::default()
         };
-        jobsets
-            .patch(&self.name(), &params, &Patch::Merge(&patch))
-            .await
-            .map_err(kube_error("suspending JobSet", self.name()))?;
+        match suspend::change(wanted, current, control) {
+            None => {}
+            Some(true) => {
+                let patch = json!({"spec": {"suspend": true}});
+                jobsets
+                    .patch(&name, &params, &Patch::Merge(&patch))
+                    .await
+                    .map_err(kube_error("suspending JobSet", &name))?;
+            }
+            Some(false) => {
+                let compiled = self.compile(namespace).await?.map_err(Error::Compile)?;
+                let ops = suspend::resume_patch(jobset, &compiled.jobset);
+                let patch: json_patch::Patch =
+                    serde_json::from_value(ops).map_err(|source| Error::ResumePatch {
+                        object: name.clone(),
+                        source,
+                    })?;
+                jobsets
+                    .patch(&name, &params, &Patch::Json::<()>(patch))
+                    .await
+                    .map_err(kube_error("resuming JobSet", &name))?;
+            }
+        }
         Ok(())
+    }
+
+    /// Whether Kueue queues the training job itself: a Workload carries the job's uid. A
+    /// cluster without Kueue has no Workload API, which means no.
+    async fn has_own_workload(&self) -> Result<bool, Error> {
+        let name = self.name();
+        let (Some(namespace), Some(uid)) = (self.job.namespace(), self.job.uid()) else {
+            return Ok(false);
+        };
+        let workloads: Api<DynamicObject> =
+            Api::namespaced_with(self.ctx.client.clone(), &namespace, &workload_resource());
+        let params = ListParams::default()
+            .labels(&format!("{}={uid}", kueue::JOB_UID))
+            .limit(1);
+        match workloads.list_metadata(&params).await {
+            Ok(list) => Ok(!list.items.is_empty()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+            Err(source) => Err(Error::Kube {
+                action: "listing Kueue Workloads of",
+                object: name,
+                source,
+            }),
+        }
     }
 
     /// Patches the status when it changed (timestamps aside) and reports what happened.

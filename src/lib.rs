@@ -6,4 +6,5 @@ pub mod controller;
 pub mod crds;
 pub mod render;
 pub mod status;
+pub mod suspend;
 pub mod telemetry;

@@ -83,6 +83,8 @@ pub mod kueue {
     pub const PRIORITY_CLASS: &str = "kueue.x-k8s.io/priority-class";
     pub const PREBUILT_WORKLOAD_NAME: &str = "kueue.x-k8s.io/prebuilt-workload-name";
     pub const PODSET: &str = "kueue.x-k8s.io/podset";
+    /// On a Workload: the uid of the job it queues.
+    pub const JOB_UID: &str = "kueue.x-k8s.io/job-uid";
     pub const MULTIKUEUE: &str = "kueue.x-k8s.io/multikueue";
     /// A Workload holds at most this many PodSets, one per replicated job.
     pub const MAX_POD_SETS: usize = 18;
