@@ -2,13 +2,15 @@
 """Rewrites a controller's kubebuilder webhook configurations so kube-apiserver calls the
 controller on loopback.
 
-Usage: webhooks-to-loopback.py MANIFESTS BASE_URL CA_FILE NAME_PREFIX
+Usage: webhooks-to-loopback.py MANIFESTS BASE_URL CA_FILE NAME_PREFIX [KEEP]
 
 Reads MANIFESTS (the module's config/components/webhook/manifests.yaml), applies the JSON
 "replace" patches that the module's kustomization lists for each configuration (they add the
 pod webhooks' object selectors), points every webhook's clientConfig at BASE_URL + its path with
 CA_FILE as caBundle, prefixes each configuration name with NAME_PREFIX, and prints the result as
-JSON documents (one per line) on standard output.
+JSON documents (one per line) on standard output. KEEP, a comma-separated list of webhook names,
+drops every other webhook (a controller serving only some integrations should not sit in the
+path of every pod or Job the apiserver admits).
 """
 
 import base64
@@ -44,6 +46,8 @@ def kustomize_patches(manifests_path):
         config = yaml.safe_load(f) or {}
     found = {}
     for entry in config.get("patches", []):
+        if "path" not in entry:
+            continue  # inline strategic-merge patches (namespace selectors) are not needed here
         target = entry.get("target", {})
         with open(os.path.join(folder, entry["path"])) as f:
             patch = yaml.safe_load(f)
@@ -53,9 +57,10 @@ def kustomize_patches(manifests_path):
 
 
 def main():
-    if len(sys.argv) != 5:
+    if len(sys.argv) not in (5, 6):
         raise SystemExit(__doc__)
-    manifests, base_url, ca_file, prefix = sys.argv[1:]
+    manifests, base_url, ca_file, prefix = sys.argv[1:5]
+    keep = set(sys.argv[5].split(",")) if len(sys.argv) == 6 else None
     with open(ca_file, "rb") as f:
         ca_bundle = base64.b64encode(f.read()).decode()
     patches = kustomize_patches(manifests)
@@ -65,6 +70,10 @@ def main():
         kind, name = doc["kind"], doc["metadata"]["name"]
         apply_replace_patches(doc, patches.get((kind, name), []))
         doc["metadata"]["name"] = prefix + name
+        if keep is not None:
+            doc["webhooks"] = [h for h in doc.get("webhooks", []) if h["name"] in keep]
+            if not doc["webhooks"]:
+                continue
         for hook in doc.get("webhooks", []):
             path = hook["clientConfig"]["service"].get("path", "/")
             hook["clientConfig"] = {"url": base_url.rstrip("/") + path, "caBundle": ca_bundle}

@@ -137,6 +137,46 @@ where
     }
 }
 
+/// Creates a training job (or any object) from its manifest in `ns`, panicking with the
+/// apiserver's answer if it is refused.
+pub async fn create(client: &Client, ns: &str, manifest: &Value) -> Api<DynamicObject> {
+    let api = dynamic_api(client, manifest, Some(ns));
+    let object: DynamicObject = serde_json::from_value(manifest.clone()).expect("object");
+    api.create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("creating {}: {e}", manifest["metadata"]["name"]));
+    api
+}
+
+/// The object's `status`.
+pub fn status(object: &DynamicObject) -> Value {
+    object.data["status"].clone()
+}
+
+/// Waits until the job's `status.state` is `state`; fails at once on another terminal state.
+pub async fn wait_state(
+    api: &Api<DynamicObject>,
+    name: &str,
+    state: &str,
+    limit: Duration,
+) -> Value {
+    wait_for(limit, &format!("{name} to reach {state}"), || async {
+        let object = api.get(name).await.ok()?;
+        let current = status(&object)["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if current != state && (current == "Succeeded" || current == "Failed") {
+            panic!(
+                "{name} reached {current} instead of {state}: {}",
+                status(&object)
+            );
+        }
+        (current == state).then(|| status(&object))
+    })
+    .await
+}
+
 /// Applies the committed CRDs under `crds/` and waits until each is established.
 pub async fn install_crds(client: &Client) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

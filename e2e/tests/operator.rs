@@ -11,8 +11,8 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use trainset::compile::{Options, SshKeyPair, compile_manifest};
 use trainset_e2e::{
-    TestNamespace, client, dynamic_api, http_get, install_crds, operator, repo_root, wait_for,
-    yaml_documents,
+    TestNamespace, client, create, dynamic_api, http_get, install_crds, operator, repo_root,
+    status, wait_for, wait_state, yaml_documents,
 };
 
 const COMPLETE_DELAY: &str = "pod-complete.stage.kwok.x-k8s.io/delay";
@@ -23,38 +23,6 @@ async fn setup(prefix: &str) -> (Client, TestNamespace) {
     operator::ensure(&client).await;
     let ns = TestNamespace::create(&client, prefix).await;
     (client, ns)
-}
-
-async fn create(client: &Client, ns: &str, manifest: &Value) -> Api<DynamicObject> {
-    let api = dynamic_api(client, manifest, Some(ns));
-    let object: DynamicObject = serde_json::from_value(manifest.clone()).expect("object");
-    api.create(&PostParams::default(), &object)
-        .await
-        .unwrap_or_else(|e| panic!("creating {}: {e}", manifest["metadata"]["name"]));
-    api
-}
-
-fn status(object: &DynamicObject) -> Value {
-    object.data["status"].clone()
-}
-
-/// Waits until the job's `status.state` is `state`; fails at once on another terminal state.
-async fn wait_state(api: &Api<DynamicObject>, name: &str, state: &str, limit: Duration) -> Value {
-    wait_for(limit, &format!("{name} to reach {state}"), || async {
-        let object = api.get(name).await.ok()?;
-        let current = status(&object)["state"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        if current != state && (current == "Succeeded" || current == "Failed") {
-            panic!(
-                "{name} reached {current} instead of {state}: {}",
-                status(&object)
-            );
-        }
-        (current == state).then(|| status(&object))
-    })
-    .await
 }
 
 fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
