@@ -59,11 +59,6 @@ pub enum Error {
     NoJobSetCrd,
     #[error("compiling the job to resume its JobSet: {0}")]
     Compile(#[source] CompileError),
-    #[error("building the patch that resumes {object}: {source}")]
-    ResumePatch {
-        object: String,
-        source: serde_json::Error,
-    },
 }
 
 fn kube_error(
@@ -546,12 +541,7 @@ impl<K: Kind> Reconciler<'_, K> {
             }
             Some(false) => {
                 let compiled = self.compile(namespace).await?.map_err(Error::Compile)?;
-                let ops = suspend::resume_patch(jobset, &compiled.jobset);
-                let patch: json_patch::Patch =
-                    serde_json::from_value(ops).map_err(|source| Error::ResumePatch {
-                        object: name.clone(),
-                        source,
-                    })?;
+                let patch = suspend::resume_patch(jobset, &compiled.jobset);
                 jobsets
                     .patch(&name, &params, &Patch::Json::<()>(patch))
                     .await

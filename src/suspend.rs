@@ -11,8 +11,10 @@
 //!   JobSet directly, and trainset leaves `spec.suspend` alone after creation.
 
 use jobset_types::JobSet;
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
 use k8s_openapi::api::batch::v1::JobTemplateSpec;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The pod-template fields of a replicated job that may change while its JobSet is suspended
 /// (JobSet's update validation; Kueue's PodSet updates touch exactly these), by template part.
@@ -52,7 +54,7 @@ pub fn change(wanted: bool, current: bool, control: Control) -> Option<bool> {
 /// job's mutable pod-template fields to the `compiled` ones, so scheduling decisions made on the
 /// training job while it was suspended (Kueue's node selectors and tolerations, a user's edit)
 /// reach the pods. Replicated jobs are matched by name; fields already equal are not sent.
-pub fn resume_patch(live: &JobSet, compiled: &JobSet) -> Value {
+pub fn resume_patch(live: &JobSet, compiled: &JobSet) -> Patch {
     let mut ops = Vec::new();
     for (index, replicated) in live.spec.replicated_jobs.iter().enumerate() {
         let Some(wanted) = compiled
@@ -65,8 +67,19 @@ pub fn resume_patch(live: &JobSet, compiled: &JobSet) -> Value {
         };
         let live_pod = pod_template(&replicated.template);
         let wanted_pod = pod_template(&wanted.template);
+        let index = index.to_string();
+        let pointer = |tail: &[&str]| {
+            let head = [
+                "spec",
+                "replicatedJobs",
+                &index,
+                "template",
+                "spec",
+                "template",
+            ];
+            PointerBuf::from_tokens(head.iter().chain(tail).copied())
+        };
         for (part, fields) in MUTABLE_WHILE_SUSPENDED {
-            let path = format!("/spec/replicatedJobs/{index}/template/spec/template/{part}");
             if live_pod[part].is_null() {
                 // No such part yet: add it whole, with the wanted fields.
                 let value: serde_json::Map<String, Value> = fields
@@ -75,7 +88,7 @@ pub fn resume_patch(live: &JobSet, compiled: &JobSet) -> Value {
                     .map(|f| ((*f).to_owned(), wanted_pod[part][*f].clone()))
                     .collect();
                 if !value.is_empty() {
-                    ops.push(json!({"op": "add", "path": path, "value": value}));
+                    ops.push(add(pointer(&[part]), Value::Object(value)));
                 }
                 continue;
             }
@@ -84,16 +97,24 @@ pub fn resume_patch(live: &JobSet, compiled: &JobSet) -> Value {
                 if live_pod[part][*field] == *target {
                     continue;
                 }
+                let path = pointer(&[part, field]);
                 ops.push(if target.is_null() {
-                    json!({"op": "remove", "path": format!("{path}/{field}")})
+                    PatchOperation::Remove(RemoveOperation { path })
                 } else {
-                    json!({"op": "add", "path": format!("{path}/{field}"), "value": target})
+                    add(path, target.clone())
                 });
             }
         }
     }
-    ops.push(json!({"op": "add", "path": "/spec/suspend", "value": false}));
-    Value::Array(ops)
+    ops.push(add(
+        PointerBuf::from_tokens(["spec", "suspend"]),
+        Value::Bool(false),
+    ));
+    Patch(ops)
+}
+
+fn add(path: PointerBuf, value: Value) -> PatchOperation {
+    PatchOperation::Add(AddOperation { path, value })
 }
 
 /// A replicated job's pod template as JSON (`Null` when absent).

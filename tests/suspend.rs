@@ -40,10 +40,9 @@ fn mpijob(launcher_template_metadata: Value, worker_pod_spec_extra: Value) -> Va
 }
 
 /// Applies an RFC 6902 patch as the apiserver would.
-fn apply(jobset: &JobSet, patch: &Value) -> Value {
+fn apply(jobset: &JobSet, patch: &json_patch::Patch) -> Value {
     let mut document = serde_json::to_value(jobset).expect("JSON");
-    let patch: json_patch::Patch = serde_json::from_value(patch.clone()).expect("a JSON patch");
-    json_patch::patch(&mut document, &patch).expect("the patch applies");
+    json_patch::patch(&mut document, patch).expect("the patch applies");
     document
 }
 
@@ -127,7 +126,8 @@ fn a_resume_carries_kueues_scheduling_edits_and_nothing_else() {
     }
     assert_eq!(rest, original);
     // Only the fields that differ are sent, then the resume.
-    let paths: Vec<&str> = patch
+    let ops = serde_json::to_value(&patch).expect("JSON");
+    let paths: Vec<&str> = ops
         .as_array()
         .expect("ops")
         .iter()
@@ -168,7 +168,7 @@ fn resuming_an_unchanged_job_sends_only_the_resume() {
     let mut live = compile(&manifest);
     live.spec.suspend = Some(true);
     assert_eq!(
-        resume_patch(&live, &compile(&manifest)),
+        serde_json::to_value(resume_patch(&live, &compile(&manifest))).expect("JSON"),
         json!([{"op": "add", "path": "/spec/suspend", "value": false}])
     );
 }
