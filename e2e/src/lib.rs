@@ -71,14 +71,16 @@ pub fn yaml_documents(text: &str) -> Vec<Value> {
 }
 
 /// The API of the object's kind, found through discovery-free plural guessing: every kind used in
-/// these tests pluralises by appending `s` to its lower-case name.
+/// these tests pluralises its lower-case name by appending `s`, or `es` after an `s`
+/// (`WorkloadPriorityClass`).
 pub fn dynamic_api(client: &Client, object: &Value, namespace: Option<&str>) -> Api<DynamicObject> {
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let kind = object["kind"].as_str().unwrap_or_default();
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let gvk = GroupVersionKind::gvk(group, version, kind);
-    let resource =
-        ApiResource::from_gvk_with_plural(&gvk, &format!("{}s", kind.to_ascii_lowercase()));
+    let singular = kind.to_ascii_lowercase();
+    let suffix = if singular.ends_with('s') { "es" } else { "s" };
+    let resource = ApiResource::from_gvk_with_plural(&gvk, &format!("{singular}{suffix}"));
     match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
         None => Api::all_with(client.clone(), &resource),
