@@ -104,6 +104,8 @@ struct Context {
     client: Client,
     recorder: Recorder,
     metrics: Arc<Metrics>,
+    /// v1's `CUSTOM_CLUSTER_DOMAIN`, for TF_CONFIG.
+    cluster_domain: Option<String>,
     /// Consecutive failed reconciles per object, for the retry backoff.
     failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
 }
@@ -137,6 +139,7 @@ type Shutdown = Shared<BoxFuture<'static, ()>>;
 pub async fn run(
     client: Client,
     metrics: Arc<Metrics>,
+    cluster_domain: Option<String>,
     ready: Arc<AtomicBool>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
@@ -153,6 +156,7 @@ pub async fn run(
         recorder: Recorder::new(client.clone(), reporter),
         client: client.clone(),
         metrics,
+        cluster_domain,
         failures: Default::default(),
     });
     futures::join!(
@@ -446,6 +450,7 @@ impl<K: Kind> Reconciler<'_, K> {
         let options = Options {
             default_namespace: Some(namespace),
             ssh_key: key.as_ref(),
+            cluster_domain: self.ctx.cluster_domain.as_deref(),
         };
         Ok(self.job.compile(&options))
     }

@@ -28,6 +28,9 @@ enum Command {
         log_format: LogFormat,
         #[command(flatten)]
         leader: LeaderArgs,
+        /// Cluster domain appended to TF_CONFIG endpoints (`<host>.<ns>.svc.<domain>`).
+        #[arg(long, env = "CUSTOM_CLUSTER_DOMAIN")]
+        cluster_domain: Option<String>,
     },
     /// Compile training job manifests into the objects the controller would create.
     Render {
@@ -45,6 +48,9 @@ enum Command {
         /// Output format.
         #[arg(short = 'o', long = "output", env = "TRAINSET_RENDER_OUTPUT", value_enum, default_value_t = Output::Yaml)]
         output: Output,
+        /// Cluster domain appended to TF_CONFIG endpoints, as `trainset run` would.
+        #[arg(long, env = "CUSTOM_CLUSTER_DOMAIN")]
+        cluster_domain: Option<String>,
     },
     /// Print the CRDs of every training kind, or write one file each into a directory.
     Crds {
@@ -83,12 +89,14 @@ fn main() -> anyhow::Result<()> {
             metrics_address,
             log_format,
             leader,
-        } => run(metrics_address, log_format, leader),
+            cluster_domain,
+        } => run(metrics_address, log_format, leader, cluster_domain),
         Command::Render {
             file,
             namespace,
             output,
-        } => render(&file, &namespace, output),
+            cluster_domain,
+        } => render(&file, &namespace, cluster_domain.as_deref(), output),
         Command::Crds { dir } => print_crds(dir),
     }
 }
@@ -97,6 +105,7 @@ fn run(
     metrics_address: SocketAddr,
     log_format: LogFormat,
     leader: LeaderArgs,
+    cluster_domain: Option<String>,
 ) -> anyhow::Result<()> {
     trainset::telemetry::init_logging(log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -161,7 +170,7 @@ fn run(
                 }
             }
         };
-        trainset::controller::run(client, metrics, ready, stop_controllers).await?;
+        trainset::controller::run(client, metrics, cluster_domain, ready, stop_controllers).await?;
         // Dropping the receiver makes the lease task release the Lease.
         if let Some((leading, task)) = lease {
             drop(leading);
@@ -196,7 +205,12 @@ async fn shutdown_signal() {
     }
 }
 
-fn render(file: &Path, namespace: &str, output: Output) -> anyhow::Result<()> {
+fn render(
+    file: &Path,
+    namespace: &str,
+    cluster_domain: Option<&str>,
+    output: Output,
+) -> anyhow::Result<()> {
     let input = if file == Path::new("-") {
         std::io::read_to_string(std::io::stdin()).context("reading standard input")?
     } else {
@@ -206,7 +220,7 @@ fn render(file: &Path, namespace: &str, output: Output) -> anyhow::Result<()> {
         Output::Yaml => trainset::render::Format::Yaml,
         Output::Json => trainset::render::Format::Json,
     };
-    match trainset::render::render(&input, namespace, format) {
+    match trainset::render::render(&input, namespace, cluster_domain, format) {
         Ok(text) => {
             print!("{text}");
             Ok(())

@@ -39,7 +39,12 @@ pub enum RenderError {
 
 /// Compiles every document of `input`, placing jobs without a namespace in `namespace`. All documents are checked before anything is printed;
 /// on failure every error is returned, so one run reports every bad document.
-pub fn render(input: &str, namespace: &str, format: Format) -> Result<String, Vec<RenderError>> {
+pub fn render(
+    input: &str,
+    namespace: &str,
+    cluster_domain: Option<&str>,
+    format: Format,
+) -> Result<String, Vec<RenderError>> {
     let mut objects = Vec::new();
     let mut errors = Vec::new();
     for (index, document) in serde_norway::Deserializer::from_str(input).enumerate() {
@@ -58,7 +63,7 @@ pub fn render(input: &str, namespace: &str, format: Format) -> Result<String, Ve
         if value.is_null() {
             continue;
         }
-        match render_one(number, value, namespace) {
+        match render_one(number, value, namespace, cluster_domain) {
             Ok(compiled) => objects.extend(compiled),
             Err(error) => errors.push(error),
         }
@@ -72,7 +77,12 @@ pub fn render(input: &str, namespace: &str, format: Format) -> Result<String, Ve
     format_objects(&objects, format).map_err(|e| vec![e])
 }
 
-fn render_one(document: usize, value: Value, namespace: &str) -> Result<Vec<Value>, RenderError> {
+fn render_one(
+    document: usize,
+    value: Value,
+    namespace: &str,
+    cluster_domain: Option<&str>,
+) -> Result<Vec<Value>, RenderError> {
     if !value.is_object() || !value["kind"].is_string() || !value["apiVersion"].is_string() {
         return Err(RenderError::NotAnObject { document });
     }
@@ -90,6 +100,7 @@ fn render_one(document: usize, value: Value, namespace: &str) -> Result<Vec<Valu
     let options = Options {
         default_namespace: Some(namespace),
         ssh_key: key.as_ref(),
+        cluster_domain,
     };
     let compiled =
         compile::compile_manifest(value, &options).map_err(|source| RenderError::Compile {

@@ -135,3 +135,43 @@ fn a_job_with_a_uid_owns_its_jobset() {
         json!([{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "owned", "uid": "1234-5678", "controller": true, "blockOwnerDeletion": true}])
     );
 }
+
+#[test]
+fn a_custom_cluster_domain_ends_every_tf_config_endpoint() {
+    let manifest = json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "mnist", "namespace": "ml"},
+        "spec": {"tfReplicaSpecs": {
+            "PS": {"replicas": 1, "template": {"spec": {"containers": [{"name": "tensorflow", "image": "t"}]}}},
+            "Worker": {"replicas": 2, "template": {"spec": {"containers": [{"name": "tensorflow", "image": "t"}]}}}
+        }}
+    });
+    let tf_config = |options: &Options<'_>| {
+        let compiled = compile_manifest(manifest.clone(), options).expect("compiles");
+        let jobset = serde_json::to_value(&compiled.jobset).expect("JSON");
+        let env = &jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
+            [0]["env"];
+        env.as_array()
+            .and_then(|vars| vars.iter().find(|v| v["name"] == "TF_CONFIG"))
+            .and_then(|v| v["value"].as_str())
+            .expect("TF_CONFIG")
+            .to_owned()
+    };
+    let plain = tf_config(&Options::default());
+    assert!(
+        plain.contains(r#""ps":["mnist-ps-0-0.mnist.ml.svc:2222"]"#),
+        "{plain}"
+    );
+    let custom = tf_config(&Options {
+        cluster_domain: Some("cluster.example"),
+        ..Options::default()
+    });
+    assert!(
+        custom.contains(r#""ps":["mnist-ps-0-0.mnist.ml.svc.cluster.example:2222"]"#),
+        "{custom}"
+    );
+    assert_eq!(
+        custom.matches(".svc.cluster.example:2222").count(),
+        3,
+        "every endpoint: {custom}"
+    );
+}

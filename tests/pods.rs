@@ -551,6 +551,7 @@ fn check(manifest: &str, user_env: &[(&str, &str)]) -> usize {
         &Options {
             default_namespace: None,
             ssh_key: Some(&key),
+            cluster_domain: None,
         },
     )
     .expect("compiles");

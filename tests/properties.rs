@@ -153,6 +153,7 @@ fn compile_to_text(manifest: &Value) -> Result<String, String> {
     let options = Options {
         default_namespace: Some("ns"),
         ssh_key: Some(&key),
+        cluster_domain: None,
     };
     compile_manifest(manifest.clone(), &options)
         .map_err(|e| e.to_string())

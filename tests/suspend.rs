@@ -14,6 +14,7 @@ fn compile(manifest: &Value) -> JobSet {
     let options = Options {
         default_namespace: Some("ns"),
         ssh_key: Some(&key),
+        cluster_domain: None,
     };
     compile_manifest(manifest.clone(), &options)
         .expect("compiles")

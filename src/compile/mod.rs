@@ -97,6 +97,8 @@ pub struct Options<'a> {
     pub default_namespace: Option<&'a str>,
     /// The key pair for an MPIJob's SSH Secret; required for MPIJob.
     pub ssh_key: Option<&'a SshKeyPair>,
+    /// v1's `CUSTOM_CLUSTER_DOMAIN` (an operator setting): appended to TF_CONFIG's endpoints.
+    pub cluster_domain: Option<&'a str>,
 }
 
 /// How the pods of one replica type are spread over Jobs.
@@ -154,6 +156,7 @@ pub struct Context<'a, J> {
     pub job: &'a J,
     pub owner: meta::Owner,
     pub groups: Vec<Group<'a>>,
+    pub cluster_domain: Option<String>,
 }
 
 impl<J> Context<'_, J> {
@@ -410,7 +413,12 @@ fn context<'a, F: Framework>(job: &'a F::Job, options: &Options<'_>) -> Context<
             })
         })
         .collect();
-    Context { job, owner, groups }
+    Context {
+        job,
+        owner,
+        groups,
+        cluster_domain: options.cluster_domain.map(str::to_owned),
+    }
 }
 
 /// The container the framework's port and exit codes belong to: the named default container,

@@ -80,9 +80,15 @@ impl Framework for TensorFlow {
     }
 }
 
+/// `<host>.<name>.<namespace>.svc[.<cluster domain>]:<port>`.
 fn endpoint(ctx: &Context<'_, TFJob>, group: &Group<'_>, index: impl std::fmt::Display) -> String {
+    let domain = ctx
+        .cluster_domain
+        .as_deref()
+        .map(|d| format!(".{d}"))
+        .unwrap_or_default();
     format!(
-        "{}:{}",
+        "{}{domain}:{}",
         ctx.service_address(group, index),
         group.port.unwrap_or(2222)
     )

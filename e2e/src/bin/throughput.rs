@@ -171,6 +171,7 @@ async fn main() {
     let options = Options {
         default_namespace: Some(&direct_ns.name),
         ssh_key: None,
+        cluster_domain: None,
     };
     let jobsets: Vec<Value> = manifests
         .iter()
