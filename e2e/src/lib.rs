@@ -179,6 +179,14 @@ pub async fn wait_state(
     .await
 }
 
+/// The condition of `type_` in an object's `status` (`Null` when absent).
+pub fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+        .unwrap_or(&Value::Null)
+}
+
 /// Applies the committed CRDs under `crds/` and waits until each is established.
 pub async fn install_crds(client: &Client) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

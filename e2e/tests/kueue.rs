@@ -16,8 +16,8 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use trainset_e2e::{
-    TestNamespace, apply, client, create, dynamic_api, install_crds, operator, status, wait_for,
-    wait_state,
+    TestNamespace, apply, client, condition, create, dynamic_api, install_crds, operator, status,
+    wait_for, wait_state,
 };
 
 const FLAVOR: &str = "trainset-e2e-kwok";
@@ -238,8 +238,8 @@ async fn waits_for_quota_then_runs(kind: &Kind) -> JobSet {
 
     // Quota: Kueue admits, the pods run on the flavor's nodes, the job succeeds.
     queues.set_quota("8").await;
-    let status = wait_state(&api, name, "Succeeded", Duration::from_secs(120)).await;
-    assert!(status["startTime"].is_string(), "{status}");
+    let succeeded = wait_state(&api, name, "Succeeded", Duration::from_secs(120)).await;
+    assert!(succeeded["startTime"].is_string(), "{succeeded}");
     let jobset = queues.jobset(name).await;
     assert_on_flavor_nodes(&jobset);
     // Kueue saw the end too: it finishes the Workload.
@@ -250,10 +250,7 @@ async fn waits_for_quota_then_runs(kind: &Kind) -> JobSet {
         "the Workload to finish",
         || async {
             let workload = workloads.get(&workload_name).await.ok()?;
-            let finished = workload.data["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .any(|c| c["type"] == "Finished" && c["status"] == "True");
+            let finished = condition(&status(&workload), "Finished")["status"] == "True";
             finished.then_some(())
         },
     )
@@ -280,12 +277,11 @@ async fn preemption_suspends_and_resumes(kind: &Kind) {
     wait_state(&high, "high", "Succeeded", Duration::from_secs(120)).await;
     let resumed = wait_state(&low, "low", "Running", Duration::from_secs(120)).await;
     assert_eq!(resumed["restarts"], 0, "{resumed}");
-    let suspended = resumed["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == "Suspended"))
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(suspended["status"], "False", "{resumed}");
+    assert_eq!(
+        condition(&resumed, "Suspended")["status"],
+        "False",
+        "{resumed}"
+    );
     assert_on_flavor_nodes(&queues.jobset("low").await);
     let low_status = status(&low.get("low").await.expect("low"));
     assert_eq!(low_status["state"], "Running");

@@ -11,8 +11,8 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use trainset::compile::{Options, SshKeyPair, compile_manifest};
 use trainset_e2e::{
-    TestNamespace, client, create, dynamic_api, http_get, install_crds, operator, repo_root,
-    status, wait_for, wait_state, yaml_documents,
+    TestNamespace, client, condition, create, dynamic_api, http_get, install_crds, operator,
+    repo_root, status, wait_for, wait_state, yaml_documents,
 };
 
 const COMPLETE_DELAY: &str = "pod-complete.stage.kwok.x-k8s.io/delay";
@@ -23,13 +23,6 @@ async fn setup(prefix: &str) -> (Client, TestNamespace) {
     operator::ensure(&client).await;
     let ns = TestNamespace::create(&client, prefix).await;
     (client, ns)
-}
-
-fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
-    status["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
-        .unwrap_or(&Value::Null)
 }
 
 /// A training job: replica types with their replicas, on one container named `container`.

@@ -14,7 +14,9 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
 use trainset::compile::{Options, compile_manifest};
-use trainset_e2e::{TestNamespace, client, dynamic_api, http_get, install_crds, operator};
+use trainset_e2e::{
+    TestNamespace, client, condition, dynamic_api, http_get, install_crds, operator, status,
+};
 
 /// Creations in flight at once, for both runs.
 const IN_FLIGHT: usize = 8;
@@ -134,12 +136,7 @@ async fn watch(
 }
 
 fn condition_true(object: &DynamicObject, type_: &str) -> bool {
-    object.data["status"]["conditions"]
-        .as_array()
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == type_ && c["status"] == "True")
-        })
+    condition(&status(object), type_)["status"] == "True"
 }
 
 /// Mean of a Prometheus histogram from trainset's `/metrics`, in seconds.
