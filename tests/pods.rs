@@ -8,7 +8,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use jobset_types::JobSet;
 use k8s_openapi::api::core::v1::{Container, EnvVar};
 use serde_json::{Value, json};
-use trainset::compile::{Options, SshKeyPair, compile_manifest};
+mod common;
+
+use common::compile_with_test_key;
+use trainset::compile::{Options, compile_manifest};
 
 /// One simulated pod.
 struct Pod {
@@ -542,19 +545,7 @@ fn check(manifest: &str, user_env: &[(&str, &str)]) -> usize {
             .to_owned(),
         spec: value["spec"].clone(),
     };
-    let key = SshKeyPair {
-        private_key: "k".into(),
-        public_key: "p".into(),
-    };
-    let compiled = compile_manifest(
-        value.clone(),
-        &Options {
-            default_namespace: None,
-            ssh_key: Some(&key),
-            cluster_domain: None,
-        },
-    )
-    .expect("compiles");
+    let compiled = compile_with_test_key(&value, None).expect("compiles");
     let field = value["spec"]
         .as_object()
         .expect("spec")

@@ -3,7 +3,9 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use trainset::compile::{Options, SshKeyPair, compile_manifest};
+mod common;
+
+use common::compile_with_test_key;
 
 const KINDS: &[(&str, &str, &str, &[&str], &str)] = &[
     (
@@ -146,16 +148,7 @@ fn manifest() -> impl Strategy<Value = Value> {
 }
 
 fn compile_to_text(manifest: &Value) -> Result<String, String> {
-    let key = SshKeyPair {
-        private_key: "private".into(),
-        public_key: "public".into(),
-    };
-    let options = Options {
-        default_namespace: Some("ns"),
-        ssh_key: Some(&key),
-        cluster_domain: None,
-    };
-    compile_manifest(manifest.clone(), &options)
+    compile_with_test_key(manifest, Some("ns"))
         .map_err(|e| e.to_string())
         .and_then(|c| c.objects().map_err(|e| e.to_string()))
         .map(|objects| serde_json::to_string(&objects).unwrap_or_default())

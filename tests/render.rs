@@ -4,16 +4,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use trainset::compile::{Options, SshKeyPair, compile_manifest};
-use trainset::render::{Format, render};
+mod common;
 
-/// A fixed key so MPIJob snapshots are stable; real runs generate one.
-fn test_key() -> SshKeyPair {
-    SshKeyPair {
-        private_key: "test-private-key\n".into(),
-        public_key: "ecdsa-sha2-nistp521 test-public-key".into(),
-    }
-}
+use common::compile_with_test_key;
+use trainset::render::{Format, render};
 
 fn examples() -> Vec<(String, String)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
@@ -35,18 +29,12 @@ fn examples() -> Vec<(String, String)> {
 
 #[test]
 fn every_example_compiles_to_its_snapshot() {
-    let key = test_key();
-    let options = Options {
-        default_namespace: Some("default"),
-        ssh_key: Some(&key),
-        cluster_domain: None,
-    };
     let examples = examples();
     assert!(examples.len() >= 10);
     for (name, text) in examples {
         let manifest: serde_json::Value = serde_norway::from_str(&text).expect("YAML");
-        let compiled =
-            compile_manifest(manifest, &options).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let compiled = compile_with_test_key(&manifest, Some("default"))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         let documents: Vec<String> = compiled
             .objects()
             .expect("serializes")

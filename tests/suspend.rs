@@ -3,20 +3,13 @@
 use jobset_types::JobSet;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use trainset::compile::{Options, SshKeyPair, compile_manifest};
+mod common;
+
+use common::compile_with_test_key;
 use trainset::suspend::{Control, change, resume_patch};
 
 fn compile(manifest: &Value) -> JobSet {
-    let key = SshKeyPair {
-        private_key: "private".into(),
-        public_key: "public".into(),
-    };
-    let options = Options {
-        default_namespace: Some("ns"),
-        ssh_key: Some(&key),
-        cluster_domain: None,
-    };
-    compile_manifest(manifest.clone(), &options)
+    compile_with_test_key(manifest, Some("ns"))
         .expect("compiles")
         .jobset
 }
