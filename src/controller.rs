@@ -27,6 +27,7 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
+use crate::admission;
 use crate::api::{
     CleanPodPolicy, JAXJob, JobStatus, MPIJob, PaddleJob, PyTorchJob, TFJob, TrainingJob,
     XGBoostJob,
@@ -59,6 +60,24 @@ pub enum Error {
     NoJobSetCrd,
     #[error("compiling the job to resume its JobSet: {0}")]
     Compile(#[source] CompileError),
+}
+
+impl Error {
+    /// Whether retrying the same request can never succeed: the apiserver refused its content
+    /// (400 Bad Request, 413 Too Large, 422 Invalid). Such errors wait for a change of the job.
+    fn is_permanent(&self) -> bool {
+        match self {
+            Self::Kube { source, .. } => refused_content(source),
+            Self::Compile(_) => true,
+            Self::NoNamespace { .. } => true,
+            Self::SshKey(_) | Self::NoJobSetCrd => false,
+        }
+    }
+}
+
+/// The apiserver refused a request for what it contains, so sending it again cannot help.
+fn refused_content(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if matches!(status.code, 400 | 413 | 422))
 }
 
 fn kube_error(
@@ -124,12 +143,11 @@ fn backoff(failures: u32) -> Duration {
 }
 
 fn object_key<K: Kind>(job: &K) -> String {
-    format!(
-        "{}/{}/{}",
-        K::kind(&()),
-        job.namespace().unwrap_or_default(),
-        job.name_any()
-    )
+    key::<K>(&job.namespace().unwrap_or_default(), &job.name_any())
+}
+
+fn key<K: Kind>(namespace: &str, name: &str) -> String {
+    format!("{}/{namespace}/{name}", K::kind(&()))
 }
 
 type Shutdown = Shared<BoxFuture<'static, ()>>;
@@ -219,21 +237,36 @@ async fn controller<K: Kind>(ctx: &Arc<Context>, shutdown: Shutdown) {
     })
     .graceful_shutdown_on(shutdown)
     .run(reconcile::<K>, error_policy::<K>, ctx.clone())
-    .for_each(|result| async move {
-        match result {
-            Ok(_) => {}
-            // A Job or JobSet outliving its deleted training job: nothing to do.
-            Err(kube::runtime::controller::Error::ObjectNotFound(object)) => {
-                tracing::debug!(%object, "training job is gone");
+    .for_each(|result| {
+        let ctx = ctx.clone();
+        async move {
+            match result {
+                Ok(_) => {}
+                // The training job is gone (a Job or JobSet outlived it): forget its retries.
+                Err(kube::runtime::controller::Error::ObjectNotFound(object)) => {
+                    tracing::debug!(%object, "training job is gone");
+                    let key = key::<K>(
+                        object.namespace.as_deref().unwrap_or_default(),
+                        &object.name,
+                    );
+                    ctx.failures().remove(&key);
+                }
+                Err(error) => {
+                    tracing::warn!(kind = K::kind(&()).as_ref(), %error, "reconcile failed")
+                }
             }
-            Err(error) => tracing::warn!(kind = K::kind(&()).as_ref(), %error, "reconcile failed"),
         }
     })
     .await;
 }
 
-/// Transient errors are retried with backoff; the object's failure count resets on success.
-fn error_policy<K: Kind>(job: Arc<K>, _error: &Error, ctx: Arc<Context>) -> Action {
+/// Transient errors are retried with backoff (the count resets on success and is forgotten with
+/// the object); an error that waiting cannot heal waits for a change of the job instead.
+fn error_policy<K: Kind>(job: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    if error.is_permanent() {
+        ctx.failures().remove(&object_key(job.as_ref()));
+        return Action::await_change();
+    }
     let mut failures = ctx.failures();
     let count = failures.entry(object_key(job.as_ref())).or_insert(0);
     *count = count.saturating_add(1);
@@ -247,6 +280,9 @@ async fn reconcile<K: Kind>(job: Arc<K>, ctx: Arc<Context>) -> Result<Action, Er
         ctx: &ctx,
     };
     let result = reconciler.reconcile().await;
+    if result.is_ok() {
+        ctx.failures().remove(&object_key(job.as_ref()));
+    }
     if let Err(error) = &result {
         // Visible on the job itself (kubectl describe), not only in trainset's log.
         reconciler
@@ -386,27 +422,36 @@ impl<K: Kind> Reconciler<'_, K> {
         previous: Option<&JobStatus>,
     ) -> Result<Option<JobSet>, Error> {
         let name = self.name();
-        let compiled = match self.compile(namespace).await? {
+        // Checked as the apiserver would, so a job stored under an older CRD fails the same way.
+        let admitted = serde_json::to_value(self.job)
+            .map_err(|e| e.to_string())
+            .and_then(|value| admission::admit(&value).map_err(|e| e.to_string()));
+        let compiled = match admitted {
+            Ok(()) => self.compile(namespace).await?.map_err(|e| e.to_string()),
+            Err(reason) => Err(reason),
+        };
+        let compiled = match compiled {
             Ok(compiled) => compiled,
-            Err(error) => {
-                self.invalid(previous, &error).await?;
+            Err(reason) => {
+                self.invalid(previous, &reason).await?;
                 return Ok(None);
             }
         };
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        if let Some(config_map) = &compiled.config_map {
-            let api: Api<ConfigMap> = Api::namespaced(self.ctx.client.clone(), namespace);
-            create_once(&api, config_map).await?;
-        }
-        if let Some(secret) = &compiled.secret {
-            let api: Api<Secret> = Api::namespaced(self.ctx.client.clone(), namespace);
-            create_once(&api, secret).await?;
-        }
-        let jobsets: Api<JobSet> = Api::namespaced(self.ctx.client.clone(), namespace);
-        let jobset = jobsets
-            .patch(&name, &params, &Patch::Apply(&compiled.jobset))
-            .await
-            .map_err(kube_error("creating JobSet", &name))?;
+        let jobset = match self.write_compiled(namespace, &compiled).await {
+            Ok(jobset) => jobset,
+            // The apiserver refused what the job compiled to (a pod template field only
+            // Kubernetes checks, an object too large): no retry can change that.
+            Err(Error::Kube {
+                action,
+                object,
+                source,
+            }) if refused_content(&source) => {
+                let reason = format!("{action} {object} was refused: {source}");
+                self.invalid(previous, &reason).await?;
+                return Ok(None);
+            }
+            Err(error) => return Err(error),
+        };
         let recreated =
             previous.is_some_and(|s| s.conditions.iter().any(|c| c.type_ == status::CREATED));
         if recreated {
@@ -438,6 +483,28 @@ impl<K: Kind> Reconciler<'_, K> {
             .await;
         }
         Ok(Some(jobset))
+    }
+
+    /// Creates the auxiliary objects once, then applies the JobSet.
+    async fn write_compiled(&self, namespace: &str, compiled: &Compiled) -> Result<JobSet, Error> {
+        let name = self.name();
+        if let Some(config_map) = &compiled.config_map {
+            let api: Api<ConfigMap> = Api::namespaced(self.ctx.client.clone(), namespace);
+            create_once(&api, config_map).await?;
+        }
+        if let Some(secret) = &compiled.secret {
+            let api: Api<Secret> = Api::namespaced(self.ctx.client.clone(), namespace);
+            create_once(&api, secret).await?;
+        }
+        let jobsets: Api<JobSet> = Api::namespaced(self.ctx.client.clone(), namespace);
+        jobsets
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&compiled.jobset),
+            )
+            .await
+            .map_err(kube_error("creating JobSet", &name))
     }
 
     /// Compiles the job (pure); an MPIJob reuses the key of its existing SSH Secret.
@@ -484,11 +551,7 @@ impl<K: Kind> Reconciler<'_, K> {
         Ok(SshKeyPair::generate()?)
     }
 
-    async fn invalid(
-        &self,
-        previous: Option<&JobStatus>,
-        error: &CompileError,
-    ) -> Result<(), Error> {
+    async fn invalid(&self, previous: Option<&JobStatus>, error: &str) -> Result<(), Error> {
         let kind = K::kind(&());
         let name = self.name();
         let present: Vec<&str> = Vec::new();

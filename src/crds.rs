@@ -27,16 +27,29 @@ fn crd<K: TrainingJob>() -> Result<CustomResourceDefinition, CrdError> {
     })
 }
 
+type Builder = fn() -> Result<CustomResourceDefinition, CrdError>;
+
+/// Every training kind trainset serves, by kind name, in a fixed order.
+const KINDS: [(&str, Builder); 6] = [
+    ("TFJob", crd::<TFJob>),
+    ("PyTorchJob", crd::<PyTorchJob>),
+    ("XGBoostJob", crd::<XGBoostJob>),
+    ("PaddleJob", crd::<PaddleJob>),
+    ("JAXJob", crd::<JAXJob>),
+    ("MPIJob", crd::<MPIJob>),
+];
+
 /// All six CRDs, in a fixed order.
 pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
-    Ok(vec![
-        crd::<TFJob>()?,
-        crd::<PyTorchJob>()?,
-        crd::<XGBoostJob>()?,
-        crd::<PaddleJob>()?,
-        crd::<JAXJob>()?,
-        crd::<MPIJob>()?,
-    ])
+    KINDS.iter().map(|(_, build)| build()).collect()
+}
+
+/// The CRD of one kind, or `None` when trainset does not serve it.
+pub fn of_kind(kind: &str) -> Option<Result<CustomResourceDefinition, CrdError>> {
+    KINDS
+        .iter()
+        .find(|(name, _)| *name == kind)
+        .map(|(_, build)| build())
 }
 
 /// The file a CRD is committed as under `crds/`: `<group>_<plural>.yaml`.

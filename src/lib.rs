@@ -1,5 +1,6 @@
 //! trainset: serves the Kubeflow training APIs and runs every training job as one JobSet.
 
+pub mod admission;
 pub mod api;
 pub mod compile;
 pub mod controller;

@@ -72,7 +72,8 @@ struct LeaderArgs {
     /// Namespace of the Lease (in a cluster: the pod's namespace).
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     lease_namespace: String,
-    /// This replica's identity in the Lease; defaults to the host name.
+    /// This replica's identity in the Lease (in a cluster: the pod name); defaults to the host
+    /// name plus a random suffix, so two processes on one host never share it.
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
 }
@@ -134,11 +135,7 @@ fn run(
         // until the Lease is lost; then the process exits so its pod restarts as a follower.
         let mut lease = None;
         if leader.leader_elect {
-            let identity = leader
-                .identity
-                .clone()
-                .or_else(|| std::env::var("HOSTNAME").ok())
-                .unwrap_or_else(|| format!("trainset-{}", std::process::id()));
+            let identity = leader.identity.clone().unwrap_or_else(unique_identity);
             let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &leader.lease_name)
                 .with_namespace(&leader.lease_namespace)
                 .with_identity(&identity)
@@ -182,6 +179,15 @@ fn run(
         server.await.context("metrics server")?.context("serving metrics")?;
         Ok(())
     })
+}
+
+/// `<host name>-<pid>-<random>`: unique per process even on one host.
+fn unique_identity() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "trainset".to_owned());
+    // RandomState is seeded from the operating system's randomness in every process.
+    let random = std::hash::RandomState::new().build_hasher().finish();
+    format!("{host}-{}-{random:016x}", std::process::id())
 }
 
 /// Resolves once the watched value equals `value` (or its sender is gone).

@@ -2,6 +2,7 @@
 
 use serde_json::{Value, json};
 
+use crate::admission::{self, AdmissionError};
 use crate::compile::{self, CompileError, Options, SshKeyPair};
 
 /// Output format of `trainset render`.
@@ -22,6 +23,13 @@ pub enum RenderError {
     },
     #[error("document {document}: not a Kubernetes object (a mapping with apiVersion and kind)")]
     NotAnObject { document: usize },
+    #[error("document {document} ({kind} {name}): {source}")]
+    Refused {
+        document: usize,
+        kind: String,
+        name: String,
+        source: AdmissionError,
+    },
     #[error("document {document} ({kind} {name}): {source}")]
     Compile {
         document: usize,
@@ -91,6 +99,13 @@ fn render_one(
         .as_str()
         .unwrap_or("<unnamed>")
         .to_owned();
+    // What the apiserver would refuse is refused here with the same rules.
+    admission::admit(&value).map_err(|source| RenderError::Refused {
+        document,
+        kind: kind.clone(),
+        name: name.clone(),
+        source,
+    })?;
     // Only an MPIJob needs a key; generating one for every job would be wasted work.
     let key = if kind == "MPIJob" {
         Some(SshKeyPair::generate()?)

@@ -18,6 +18,36 @@ pub fn repo_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// `127.0.0.1:<TRAINSET_E2E_PORT_BASE + offset>`: every port the tests use derives from the
+/// cluster's port base (26000 unless set), so two clusters can run side by side.
+pub fn loopback(offset: u16) -> String {
+    let base = std::env::var("TRAINSET_E2E_PORT_BASE")
+        .ok()
+        .and_then(|b| b.parse::<u16>().ok())
+        .unwrap_or(26000);
+    format!("127.0.0.1:{}", base.saturating_add(offset))
+}
+
+/// The cluster's state directory: where `KUBECONFIG` (from `e2e/cluster env`) lives.
+pub fn cluster_state() -> std::path::PathBuf {
+    let kubeconfig = std::env::var_os("KUBECONFIG")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| panic!("KUBECONFIG is not set; run `eval \"$(e2e/cluster env)\"`"));
+    kubeconfig
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// Runs `e2e/cluster <args>` (restarting a component, say) and panics if it fails.
+pub fn cluster(args: &[&str]) {
+    let status = std::process::Command::new(repo_root().join("e2e/cluster"))
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("e2e/cluster {args:?}: {e}"));
+    assert!(status.success(), "e2e/cluster {args:?} failed: {status}");
+}
+
 /// A client for the cluster named by `KUBECONFIG` (see `e2e/cluster env`).
 pub async fn client() -> Client {
     let config = Config::infer()
@@ -26,10 +56,33 @@ pub async fn client() -> Client {
     Client::try_from(config).unwrap_or_else(|e| panic!("cannot build a client: {e}"))
 }
 
-/// A namespace created for one test and deleted by [`TestNamespace::delete`].
+/// A namespace created for one test, deleted by [`TestNamespace::delete`] or, when a test
+/// fails first, on drop.
 pub struct TestNamespace {
     pub name: String,
     client: Client,
+    deleted: bool,
+}
+
+impl Drop for TestNamespace {
+    /// A failing test unwinds without reaching `delete`; kubectl (on `PATH` after
+    /// `e2e/cluster env`) removes the namespace without an async runtime.
+    fn drop(&mut self) {
+        if self.deleted {
+            return;
+        }
+        let _ = std::process::Command::new("kubectl")
+            .args([
+                "delete",
+                "namespace",
+                &self.name,
+                "--wait=false",
+                "--ignore-not-found",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
 }
 
 impl TestNamespace {
@@ -50,11 +103,13 @@ impl TestNamespace {
         Self {
             name,
             client: client.clone(),
+            deleted: false,
         }
     }
 
-    pub async fn delete(self) {
-        let namespaces: Api<Namespace> = Api::all(self.client);
+    pub async fn delete(mut self) {
+        self.deleted = true;
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
         // Best effort: a leftover namespace never makes a test pass or fail.
         let _ = namespaces
             .delete(&self.name, &DeleteParams::background())
@@ -241,11 +296,29 @@ pub mod operator {
     use kube::api::{Api, PostParams};
     use tokio::sync::Mutex;
 
-    /// Loopback address of the operator's metrics; `run-tests` stops the process by it.
-    pub const METRICS_ADDRESS: &str = "127.0.0.1:26880";
-    const NAMESPACE: &str = "trainset-system";
+    /// Port offsets (from `TRAINSET_E2E_PORT_BASE`) of the operators' metrics endpoints.
+    pub const SHARED_PORT: u16 = 880;
+    pub const FOLLOWER_PORT: u16 = 881;
+    pub const NAMESPACE: &str = "trainset-system";
 
     static PROCESS: Mutex<Option<Child>> = Mutex::const_new(None);
+
+    /// The shared operator's metrics address.
+    pub fn metrics_address() -> String {
+        super::loopback(SHARED_PORT)
+    }
+
+    /// Records the child's pid as `trainset@<port>.pid` in the cluster's pid directory, so
+    /// `e2e/cluster stop-extras` (run by `run-tests`) and `down` stop it by pid, checked
+    /// against `/proc/<pid>/exe`, even if this test binary dies first.
+    fn record(child: &Child, metrics_address: &str) {
+        let port = metrics_address.rsplit(':').next().unwrap_or("0");
+        let path = super::cluster_state()
+            .join("pids")
+            .join(format!("trainset@{port}.pid"));
+        std::fs::write(&path, child.id().to_string())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
 
     fn binary() -> std::path::PathBuf {
         std::env::var_os("TRAINSET_BIN")
@@ -306,7 +379,7 @@ pub mod operator {
     }
 
     fn spawn(kubeconfig: &std::path::Path, metrics_address: &str, log: Stdio, err: Stdio) -> Child {
-        Command::new(binary())
+        let child = Command::new(binary())
             .args([
                 "run",
                 "--metrics-address",
@@ -323,7 +396,9 @@ pub mod operator {
                     "starting {} (build it with `cargo build --bin trainset`): {e}",
                     binary().display()
                 )
-            })
+            });
+        record(&child, metrics_address);
+        child
     }
 
     fn log_files() -> (Stdio, Stdio) {
@@ -348,24 +423,31 @@ pub mod operator {
         if !running {
             let kubeconfig = service_account_kubeconfig(client).await;
             let (log, err) = log_files();
-            *process = Some(spawn(&kubeconfig, METRICS_ADDRESS, log, err));
+            *process = Some(spawn(&kubeconfig, &metrics_address(), log, err));
         }
     }
 
-    /// Kills the operator (SIGKILL: no graceful shutdown) and starts it again.
-    pub async fn restart(client: &Client) {
+    /// The shared operator's pid, if it runs.
+    pub async fn pid() -> Option<u32> {
         let mut process = PROCESS.lock().await;
-        if let Some(mut child) = process.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let kubeconfig = service_account_kubeconfig(client).await;
-        let (log, err) = log_files();
-        *process = Some(spawn(&kubeconfig, METRICS_ADDRESS, log, err));
+        let child = process.as_mut()?;
+        matches!(child.try_wait(), Ok(None)).then(|| child.id())
     }
 
-    /// A second operator process on `metrics_address`, for leader-election tests; killed on drop.
+    /// Another operator process on `metrics_address` (a follower, or the chaos tests' own),
+    /// logging to the shared log; killed (SIGKILL) on drop.
     pub struct Extra(Child);
+
+    impl Extra {
+        pub fn pid(&self) -> u32 {
+            self.0.id()
+        }
+
+        /// Whether the process still runs.
+        pub fn running(&mut self) -> bool {
+            matches!(self.0.try_wait(), Ok(None))
+        }
+    }
 
     impl Drop for Extra {
         fn drop(&mut self) {
@@ -376,12 +458,8 @@ pub mod operator {
 
     pub async fn spawn_extra(client: &Client, metrics_address: &str) -> Extra {
         let kubeconfig = service_account_kubeconfig(client).await;
-        Extra(spawn(
-            &kubeconfig,
-            metrics_address,
-            Stdio::null(),
-            Stdio::null(),
-        ))
+        let (log, err) = log_files();
+        Extra(spawn(&kubeconfig, metrics_address, log, err))
     }
 }
 

@@ -40,7 +40,7 @@ impl ReplicaSpecs {
 pub struct ReplicaSpec {
     /// Number of pods of this replica type. Defaults to 1 (MPIJob Worker: 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = super::limits::MAX_REPLICAS))]
     pub replicas: Option<i32>,
     /// The pod template of every replica of this type; passed to the JobSet unchanged apart from
     /// the labels, env and restart policy trainset adds.

@@ -3,6 +3,7 @@
 
 mod common;
 pub mod jax;
+pub mod limits;
 pub mod mpi;
 pub mod paddle;
 pub mod pytorch;

@@ -14,7 +14,7 @@ training_kind! {
     pub struct MPIJobSpec {
         /// Slots per worker in the hostfile. Defaults to 1.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schemars(range(min = 1))]
+        #[schemars(range(min = 1, max = super::limits::MAX_SLOTS_PER_WORKER))]
         pub slots_per_worker: Option<i32>,
         /// Lists the launcher in the hostfile too, so it runs ranks itself.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,6 +66,11 @@ impl TrainingJob for MPIJob {
             Rule::on_replica_specs(
                 "self.exists(k, k.lowerAscii() == 'launcher')",
                 "a Launcher replica spec is required",
+            ),
+            Rule::on_field(
+                "sshAuthMountPath",
+                "self.startsWith('/')",
+                "sshAuthMountPath must be an absolute path",
             ),
             Rule::on_replica_specs(
                 "self.all(k, k.lowerAscii() != 'launcher' || !has(self[k].replicas) || self[k].replicas == 1)",

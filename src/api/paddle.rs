@@ -29,8 +29,10 @@ training_kind! {
 #[serde(rename_all = "camelCase")]
 pub struct PaddleElasticPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = super::limits::MAX_REPLICAS))]
     pub min_replicas: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = super::limits::MAX_REPLICAS))]
     pub max_replicas: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_restarts: Option<i32>,

@@ -4,6 +4,7 @@ use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::limits::MAX_PROCS_PER_NODE;
 use super::{
     JobStatus, MULTIKUEUE, ReplicaSpecs, Rule, RunPolicy, TRAINING_OPERATOR, TrainingJob,
     training_job_accessors, training_kind,
@@ -28,7 +29,7 @@ training_kind! {
         pub pytorch_replica_specs: ReplicaSpecs,
         /// Processes per node: auto (default), cpu, gpu or a number. A number multiplies WORLD_SIZE.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schemars(regex(pattern = r"^(auto|cpu|gpu|[1-9][0-9]*)$"))]
+        #[schemars(length(max = super::limits::MAX_PROCS_PER_NODE_CHARS))]
         pub nproc_per_node: Option<String>,
     }
 }
@@ -39,11 +40,11 @@ training_kind! {
 pub struct ElasticPolicy {
     /// Lower bound of workers; defaults to maxReplicas, else the Worker replicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = super::limits::MAX_REPLICAS))]
     pub min_replicas: Option<i32>,
     /// Upper bound of workers; defaults to minReplicas, else the Worker replicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = super::limits::MAX_REPLICAS))]
     pub max_replicas: Option<i32>,
     /// c10d (default), etcd or etcd-v2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -64,6 +65,7 @@ pub struct ElasticPolicy {
     pub standalone: Option<bool>,
     /// Deprecated: use spec.nprocPerNode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = super::limits::MAX_PROCS_PER_NODE))]
     pub n_proc_per_node: Option<i32>,
     /// Sets PET_MAX_RESTARTS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -130,6 +132,15 @@ impl TrainingJob for PyTorchJob {
                 "!has(self.elasticPolicy) || !has(self.elasticPolicy.nProcPerNode) || !has(self.nprocPerNode)",
                 "elasticPolicy.nProcPerNode (deprecated) and nprocPerNode are mutually exclusive",
                 "nprocPerNode",
+            ),
+            Rule::on_field(
+                "nprocPerNode",
+                &format!(
+                    "self in ['auto', 'cpu', 'gpu'] || (self.matches('^[1-9][0-9]*$') && int(self) <= {MAX_PROCS_PER_NODE})"
+                ),
+                &format!(
+                    "nprocPerNode must be auto, cpu, gpu or a number from 1 to {MAX_PROCS_PER_NODE}"
+                ),
             ),
             Rule::on_field(
                 "elasticPolicy",

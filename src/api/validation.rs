@@ -5,6 +5,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use serde_json::{Value, json};
 
 use super::TrainingJob;
+use super::limits::MAX_TOTAL_REPLICAS;
 
 /// Every generated pod name, `<name>-<type>-<job index>-<pod index>-<5 characters>`, must fit in
 /// 63 characters (the JobSet webhook's check). One of the two indexes is always `0`, so
@@ -108,6 +109,13 @@ fn common_rules<K: TrainingJob>() -> Vec<Rule> {
                 "replica types must be {} (in any case)",
                 K::REPLICA_TYPES.join(", ")
             ),
+        ),
+        Rule::new(
+            Place::ReplicaSpecs,
+            format!(
+                "self.map(k, has(self[k].replicas) ? self[k].replicas : 1).sum() <= {MAX_TOTAL_REPLICAS}"
+            ),
+            format!("at most {MAX_TOTAL_REPLICAS} replicas in all replica types together"),
         ),
         Rule::new(
             Place::ReplicaSpecs,

@@ -5,6 +5,7 @@
 //! success and failure policies; each framework file adds only what is its own (env, success rule,
 //! layout, extra objects) through [`Framework`].
 
+mod bounds;
 mod env;
 mod jax;
 mod meta;
@@ -13,7 +14,6 @@ mod paddle;
 mod policy;
 mod pytorch;
 mod tensorflow;
-mod validate;
 mod xgboost;
 
 use std::collections::BTreeMap;
@@ -53,6 +53,11 @@ pub enum CompileError {
         "apiVersion/kind: {api_version}/{kind} is not a training kind trainset serves (TFJob, PyTorchJob, XGBoostJob, PaddleJob, JAXJob at kubeflow.org/v1; MPIJob at kubeflow.org/v2beta1)"
     )]
     NotATrainingKind { api_version: String, kind: String },
+    #[error(
+        "spec: the compiled {kind} would take {bytes} bytes, more than the {max} an object may take (fewer replicas, or shorter names and templates, make it fit)",
+        max = bounds::MAX_OBJECT_BYTES
+    )]
+    TooLarge { kind: String, bytes: usize },
     #[error("MPIJob {name}: compiling needs an SSH key pair for the <name>-ssh Secret")]
     MissingSshKey { name: String },
 }
@@ -246,11 +251,6 @@ pub trait Framework {
         }
     }
 
-    /// Checks beyond the shared ones; errors name the field.
-    fn validate(_job: &Self::Job) -> Result<(), CompileError> {
-        Ok(())
-    }
-
     /// Variables for the containers of `group`, in order; a user's variable of the same name wins.
     fn env(ctx: &Context<'_, Self::Job>, group: &Group<'_>) -> Vec<EnvVar>;
 
@@ -327,9 +327,8 @@ fn parse<K: TrainingJob>(manifest: Value) -> Result<K, CompileError> {
 }
 
 fn compile<F: Framework>(job: &F::Job, options: &Options<'_>) -> Result<Compiled, CompileError> {
-    validate::common::<F>(job)?;
-    F::validate(job)?;
     let ctx = context::<F>(job, options);
+    bounds::replicas::<F::Job>(&ctx.groups)?;
     let success = F::success(&ctx);
     let replicated_jobs = ctx
         .groups
@@ -371,11 +370,13 @@ fn compile<F: Framework>(job: &F::Job, options: &Options<'_>) -> Result<Compiled
         },
         status: None,
     };
-    Ok(Compiled {
+    let compiled = Compiled {
         jobset,
         config_map,
         secret,
-    })
+    };
+    bounds::object_sizes(&compiled)?;
+    Ok(compiled)
 }
 
 fn context<'a, F: Framework>(job: &'a F::Job, options: &Options<'_>) -> Context<'a, F::Job> {

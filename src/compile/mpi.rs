@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{
 
 use super::{
     CompileError, Context, Framework, Group, JOB_NAME, JOB_ROLE, MANAGED_BY, Options, Success,
-    TRAINSET, env, validate,
+    TRAINSET, env,
 };
 use crate::api::{LauncherCreationPolicy, MPIImplementation, MPIJob, RestartPolicy};
 
@@ -86,28 +86,6 @@ impl Framework for Mpi {
             "Launcher" => vec![(JOB_ROLE, "launcher")],
             _ => vec![(JOB_ROLE, "worker")],
         }
-    }
-
-    fn validate(job: &MPIJob) -> Result<(), CompileError> {
-        if let Some(path) = job
-            .spec
-            .ssh_auth_mount_path
-            .as_deref()
-            .filter(|p| !p.starts_with('/'))
-        {
-            return Err(CompileError::invalid(
-                "spec.sshAuthMountPath",
-                format!("{path:?} must be an absolute path"),
-            ));
-        }
-        if let Some(slots) = job.spec.slots_per_worker.filter(|s| *s < 1) {
-            return Err(CompileError::invalid(
-                "spec.slotsPerWorker",
-                format!("must be at least 1, got {slots}"),
-            ));
-        }
-        validate::required::<Self>(job, "Launcher")?;
-        validate::replicas_exactly::<Self>(job, "Launcher", 1)
     }
 
     fn env(ctx: &Context<'_, MPIJob>, group: &Group<'_>) -> Vec<EnvVar> {

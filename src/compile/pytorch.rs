@@ -5,7 +5,7 @@ use jobset_types::{DependsOn, DependsOnStatus};
 use k8s_openapi::api::batch::v1::{SuccessPolicy as JobSuccessPolicy, SuccessPolicyRule};
 use k8s_openapi::api::core::v1::EnvVar;
 
-use super::{CompileError, Context, Framework, Group, Layout, Success, env, validate};
+use super::{Context, Framework, Group, Layout, Success, env};
 use crate::api::{PyTorchJob, RestartPolicy};
 
 pub struct PyTorch;
@@ -34,61 +34,6 @@ impl Framework for PyTorch {
         }
     }
 
-    fn validate(job: &PyTorchJob) -> Result<(), CompileError> {
-        validate::replicas_exactly::<Self>(job, "Master", 1)?;
-        for (key, spec) in job.spec.pytorch_replica_specs.iter() {
-            if key.eq_ignore_ascii_case("worker") && spec.replicas_or(1) < 1 {
-                return Err(CompileError::invalid(
-                    format!("spec.pytorchReplicaSpecs.{key}.replicas"),
-                    "Worker replicas must be at least 1",
-                ));
-            }
-        }
-        if let Some(nproc) = &job.spec.nproc_per_node {
-            let number = nproc.parse::<u32>().is_ok_and(|n| n > 0) && !nproc.starts_with('0');
-            if !(number || matches!(nproc.as_str(), "auto" | "cpu" | "gpu")) {
-                return Err(CompileError::invalid(
-                    "spec.nprocPerNode",
-                    format!("{nproc:?} must be auto, cpu, gpu or a positive number"),
-                ));
-            }
-        }
-        if let Some(elastic) = &job.spec.elastic_policy {
-            for (name, value) in [
-                ("minReplicas", elastic.min_replicas),
-                ("maxReplicas", elastic.max_replicas),
-            ] {
-                if let Some(value) = value.filter(|v| *v < 1) {
-                    return Err(CompileError::invalid(
-                        format!("spec.elasticPolicy.{name}"),
-                        format!("must be at least 1, got {value}"),
-                    ));
-                }
-            }
-            if job.spec.pytorch_replica_specs.get("Worker").is_none() {
-                return Err(CompileError::invalid(
-                    "spec.elasticPolicy",
-                    "elasticPolicy requires a Worker replica spec",
-                ));
-            }
-            if let (Some(min), Some(max)) = (elastic.min_replicas, elastic.max_replicas)
-                && min > max
-            {
-                return Err(CompileError::invalid(
-                    "spec.elasticPolicy.minReplicas",
-                    format!("{min} exceeds maxReplicas {max}"),
-                ));
-            }
-            if elastic.n_proc_per_node.is_some() && job.spec.nproc_per_node.is_some() {
-                return Err(CompileError::invalid(
-                    "spec.nprocPerNode",
-                    "cannot be combined with the deprecated elasticPolicy.nProcPerNode",
-                ));
-            }
-        }
-        Ok(())
-    }
-
     fn env(ctx: &Context<'_, PyTorchJob>, _group: &Group<'_>) -> Vec<EnvVar> {
         let spec = &ctx.job.spec;
         let total = ctx.total_replicas();
@@ -107,7 +52,7 @@ impl Framework for PyTorch {
                 env::value("PET_MASTER_PORT", port),
                 env::value("MASTER_ADDR", address.clone()),
                 env::value("PET_MASTER_ADDR", address),
-                env::value("WORLD_SIZE", (total * per_node).to_string()),
+                env::value("WORLD_SIZE", total.saturating_mul(per_node).to_string()),
                 env::field("RANK", env::GLOBAL_INDEX_PATH),
                 env::field("PET_NODE_RANK", env::GLOBAL_INDEX_PATH),
             ]);

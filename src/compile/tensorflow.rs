@@ -4,7 +4,7 @@ use k8s_openapi::api::batch::v1::{SuccessPolicy as JobSuccessPolicy, SuccessPoli
 use k8s_openapi::api::core::v1::EnvVar;
 use serde_json::{Map, Value, json};
 
-use super::{CompileError, Context, Framework, Group, Success, env};
+use super::{Context, Framework, Group, Success, env};
 use crate::api::{RestartPolicy, TFJob, TFSuccessPolicy};
 
 pub struct TensorFlow;
@@ -24,20 +24,6 @@ impl Framework for TensorFlow {
 
     fn default_restart_policy(_replica_type: &str) -> RestartPolicy {
         RestartPolicy::Never
-    }
-
-    fn validate(job: &TFJob) -> Result<(), CompileError> {
-        let specs = job.spec.tf_replica_specs.0.keys();
-        let leaders = specs
-            .filter(|k| k.eq_ignore_ascii_case("chief") || k.eq_ignore_ascii_case("master"))
-            .count();
-        if leaders > 1 {
-            return Err(CompileError::invalid(
-                "spec.tfReplicaSpecs",
-                "at most one of Chief and Master may be given",
-            ));
-        }
-        Ok(())
     }
 
     /// Only a distributed job (more than one pod in all) gets `TF_CONFIG`, as in v1.

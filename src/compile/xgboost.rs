@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::EnvVar;
 
-use super::{CompileError, Context, Framework, Group, Layout, Success, env, validate};
+use super::{Context, Framework, Group, Layout, Success, env};
 use crate::api::{RestartPolicy, XGBoostJob};
 
 pub struct XGBoost;
@@ -30,11 +30,6 @@ impl Framework for XGBoost {
         } else {
             Layout::Indexed
         }
-    }
-
-    fn validate(job: &XGBoostJob) -> Result<(), CompileError> {
-        validate::required::<Self>(job, "Master")?;
-        validate::replicas_exactly::<Self>(job, "Master", 1)
     }
 
     fn env(ctx: &Context<'_, XGBoostJob>, _group: &Group<'_>) -> Vec<EnvVar> {

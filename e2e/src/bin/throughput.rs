@@ -141,7 +141,7 @@ fn condition_true(object: &DynamicObject, type_: &str) -> bool {
 
 /// Mean of a Prometheus histogram from trainset's `/metrics`, in seconds.
 async fn histogram_mean(name: &str) -> Option<f64> {
-    let (_, body) = http_get(operator::METRICS_ADDRESS, "/metrics").await?;
+    let (_, body) = http_get(&operator::metrics_address(), "/metrics").await?;
     let total = |suffix: &str| -> f64 {
         body.lines()
             .filter(|l| l.starts_with(&format!("{name}_{suffix}")))

@@ -1,0 +1,82 @@
+//! The guards that keep `compile` bounded on any input. The apiserver already refuses a job
+//! beyond `api::limits`; these hold for input it never saw (`trainset render`, objects stored
+//! under an older CRD) before anything is allocated per replica, and catch a job within the
+//! limits whose compiled objects etcd could still not store.
+
+use serde::Serialize;
+
+use super::{CompileError, Compiled, Group};
+use crate::api::TrainingJob;
+use crate::api::limits::{MAX_REPLICAS, MAX_TOTAL_REPLICAS};
+
+/// The largest object compile produces. etcd refuses a request over 1.5 MiB by default, and the
+/// stored JobSet also carries its status and managedFields, so compiled objects get 1 MiB.
+pub const MAX_OBJECT_BYTES: usize = 1 << 20;
+
+pub fn replicas<J: TrainingJob>(groups: &[Group<'_>]) -> Result<(), CompileError> {
+    let mut total: i64 = 0;
+    for group in groups {
+        if !(0..=MAX_REPLICAS).contains(&group.replicas) {
+            return Err(CompileError::invalid(
+                format!(
+                    "spec.{}[{}].replicas",
+                    J::REPLICA_SPECS_FIELD,
+                    group.replica_type
+                ),
+                format!(
+                    "Invalid value: {}: must be between 0 and {MAX_REPLICAS}",
+                    group.replicas
+                ),
+            ));
+        }
+        total += i64::from(group.replicas);
+    }
+    if total > i64::from(MAX_TOTAL_REPLICAS) {
+        return Err(CompileError::invalid(
+            format!("spec.{}", J::REPLICA_SPECS_FIELD),
+            format!(
+                "at most {MAX_TOTAL_REPLICAS} replicas in all replica types together, got {total}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Fails when one of the compiled objects is larger than [`MAX_OBJECT_BYTES`] as JSON.
+pub fn object_sizes(compiled: &Compiled) -> Result<(), CompileError> {
+    fits("JobSet", &compiled.jobset)?;
+    if let Some(config_map) = &compiled.config_map {
+        fits("ConfigMap", config_map)?;
+    }
+    if let Some(secret) = &compiled.secret {
+        fits("Secret", secret)?;
+    }
+    Ok(())
+}
+
+fn fits(kind: &str, object: &impl Serialize) -> Result<(), CompileError> {
+    let mut counter = Counter(0);
+    // Counting cannot fail; a serialization error would only mean an unknown size.
+    let _ = serde_json::to_writer(&mut counter, object);
+    if counter.0 > MAX_OBJECT_BYTES {
+        return Err(CompileError::TooLarge {
+            kind: kind.to_owned(),
+            bytes: counter.0,
+        });
+    }
+    Ok(())
+}
+
+/// Counts the bytes written to it.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 = self.0.saturating_add(bytes.len());
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
