@@ -23,8 +23,8 @@ const MAX_ERRORS: usize = 20;
 /// recursion on input that only the schema walk has seen.
 const MAX_CEL_DEPTH: usize = 64;
 
-/// One reason an object is refused: the field at fault (Kubernetes path syntax,
-/// `spec.pytorchReplicaSpecs[Worker].replicas`) and what is wrong with it.
+/// One reason an object is refused: the field at fault, written as the apiserver writes it
+/// (`spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].image`), and what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldError {
     pub field: String,
@@ -67,7 +67,7 @@ pub fn admit(object: &Value) -> Result<(), AdmissionError> {
         .map_err(AdmissionError::Crds)?;
     let schema = schemas.get(api_version).ok_or_else(not_served)?;
     let mut walk = Walk::default();
-    walk.check(object, schema, "", true);
+    walk.check(object, schema, &Path::default(), true);
     walk.evaluate_rules();
     if walk.errors.is_empty() {
         Ok(())
@@ -316,9 +316,40 @@ impl Node {
 #[derive(Default)]
 struct Walk<'a> {
     errors: Vec<FieldError>,
-    /// A value of the wrong type; the apiserver then skips every CEL rule.
+    /// A value of the wrong type or outside its enum; the apiserver then skips every CEL rule.
     type_error: bool,
     rules: Vec<(&'a Rule, &'a Value, String)>,
+}
+
+/// Where a value sits, written both ways the apiserver writes it: schema errors name a map entry
+/// `spec.tfReplicaSpecs.Worker`, CEL rule errors `spec.tfReplicaSpecs[Worker]`.
+#[derive(Clone, Default)]
+struct Path {
+    schema: String,
+    rule: String,
+}
+
+impl Path {
+    fn field(&self, key: &str) -> Self {
+        Self {
+            schema: join(&self.schema, key),
+            rule: join(&self.rule, key),
+        }
+    }
+
+    fn entry(&self, key: &str) -> Self {
+        Self {
+            schema: join(&self.schema, key),
+            rule: format!("{}[{key}]", self.rule),
+        }
+    }
+
+    fn index(&self, index: usize) -> Self {
+        Self {
+            schema: format!("{}[{index}]", self.schema),
+            rule: format!("{}[{index}]", self.rule),
+        }
+    }
 }
 
 impl<'a> Walk<'a> {
@@ -331,28 +362,30 @@ impl<'a> Walk<'a> {
         }
     }
 
-    fn check(&mut self, value: &'a Value, node: &'a Node, path: &str, root: bool) {
+    fn check(&mut self, value: &'a Value, node: &'a Node, path: &Path, root: bool) {
         // A null is either allowed (nullable) or dropped by the apiserver before validation.
         if value.is_null() {
             return;
         }
         if node.int_or_string {
             if !(value.is_string() || value.is_i64() || value.is_u64()) {
-                self.error(path, "must be an integer or a string");
+                self.error(&path.schema, "must be an integer or a string");
                 self.type_error = true;
                 return;
             }
         } else if let Some(type_) = node.type_
             && !type_.matches(value)
         {
-            self.error(path, format!("must be of type {}", type_.name()));
+            self.error(&path.schema, format!("must be of type {}", type_.name()));
             self.type_error = true;
             return;
         }
         if !node.allowed.is_empty() && !node.allowed.contains(value) {
+            // Like a wrong type, an unsupported value keeps the apiserver from running CEL.
+            self.type_error = true;
             let allowed: Vec<String> = node.allowed.iter().map(Value::to_string).collect();
             self.error(
-                path,
+                &path.schema,
                 format!(
                     "Unsupported value: {value}: supported values: {}",
                     allowed.join(", ")
@@ -360,14 +393,14 @@ impl<'a> Walk<'a> {
             );
         }
         match value {
-            Value::Number(number) => self.check_number(number, node, path),
-            Value::String(text) => self.check_string(text, node, path),
+            Value::Number(number) => self.check_number(number, node, &path.schema),
+            Value::String(text) => self.check_string(text, node, &path.schema),
             Value::Array(items) => self.check_array(items, node, path),
             Value::Object(map) => self.check_object(map, node, path, root),
             Value::Bool(_) | Value::Null => {}
         }
         for rule in &node.rules {
-            self.rules.push((rule, value, path.to_owned()));
+            self.rules.push((rule, value, path.rule.clone()));
         }
     }
 
@@ -402,20 +435,20 @@ impl<'a> Walk<'a> {
         }
     }
 
-    fn check_array(&mut self, items: &'a [Value], node: &'a Node, path: &str) {
+    fn check_array(&mut self, items: &'a [Value], node: &'a Node, path: &Path) {
         let count = items.len() as u64;
         if let Some(max) = node.max_items.filter(|m| count > *m) {
             self.error(
-                path,
+                &path.schema,
                 format!("Too many: {count}: must have at most {max} items"),
             );
         }
         if let Some(min) = node.min_items.filter(|m| count < *m) {
-            self.error(path, format!("should have at least {min} items"));
+            self.error(&path.schema, format!("should have at least {min} items"));
         }
         if let Some(item) = &node.items {
             for (index, value) in items.iter().enumerate() {
-                self.check(value, item, &format!("{path}[{index}]"), false);
+                self.check(value, item, &path.index(index), false);
             }
         }
     }
@@ -424,19 +457,25 @@ impl<'a> Walk<'a> {
         &mut self,
         map: &'a serde_json::Map<String, Value>,
         node: &'a Node,
-        path: &str,
+        path: &Path,
         root: bool,
     ) {
         let count = map.len() as u64;
         if let Some(max) = node.max_properties.filter(|m| count > *m) {
-            self.error(path, format!("should have at most {max} properties"));
+            self.error(
+                &path.schema,
+                format!("should have at most {max} properties"),
+            );
         }
         if let Some(min) = node.min_properties.filter(|m| count < *m) {
-            self.error(path, format!("should have at least {min} properties"));
+            self.error(
+                &path.schema,
+                format!("should have at least {min} properties"),
+            );
         }
         for required in &node.required {
             if map.get(required).is_none_or(Value::is_null) {
-                self.error(&join(path, required), "Required value");
+                self.error(&path.field(required).schema, "Required value");
             }
         }
         for (key, value) in map {
@@ -445,11 +484,11 @@ impl<'a> Walk<'a> {
                 continue;
             }
             if let Some(property) = node.properties.get(key) {
-                self.check(value, property, &join(path, key), false);
+                self.check(value, property, &path.field(key), false);
             } else if let Some(additional) = &node.additional {
-                self.check(value, additional, &format!("{path}[{key}]"), false);
+                self.check(value, additional, &path.entry(key), false);
             } else if !node.preserve_unknown {
-                self.error("", format!("unknown field \"{}\"", join(path, key)));
+                self.error("", format!("unknown field \"{}\"", path.field(key).schema));
             }
         }
     }
@@ -458,6 +497,10 @@ impl<'a> Walk<'a> {
     /// reports only that.
     fn evaluate_rules(&mut self) {
         if self.type_error {
+            self.error(
+                "",
+                "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+            );
             return;
         }
         for (rule, value, path) in std::mem::take(&mut self.rules) {

@@ -7,11 +7,11 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Event, Namespace};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// The repository root (this crate lives in `e2e/`).
 pub fn repo_root() -> std::path::PathBuf {
@@ -176,6 +176,25 @@ pub async fn dry_run_create(
         .await
 }
 
+/// Creates `object` in `namespace` as `kubectl create` (and client-side `kubectl apply`) does:
+/// a POST with strict field validation, so an unknown field is an error, not a warning.
+pub async fn create_strict(
+    client: &Client,
+    object: &Value,
+    namespace: &str,
+) -> Result<DynamicObject, kube::Error> {
+    let plural = dynamic_api(client, object, Some(namespace))
+        .resource_url()
+        .to_owned();
+    let body = serde_json::to_vec(object).map_err(kube::Error::SerdeError)?;
+    let uri = format!("{plural}?fieldValidation=Strict&fieldManager=trainset-e2e");
+    let request = http::Request::post(uri)
+        .header("Content-Type", "application/json")
+        .body(body)
+        .map_err(kube::Error::HttpError)?;
+    client.request::<DynamicObject>(request).await
+}
+
 /// Polls `check` every 250 ms until it returns `Some`, or panics after `limit` describing `what`.
 pub async fn wait_for<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
 where
@@ -280,6 +299,39 @@ pub async fn install_crds(client: &Client) {
         )
         .await;
     }
+}
+
+pub const COMPLETE_DELAY: &str = "pod-complete.stage.kwok.x-k8s.io/delay";
+
+/// Pods that run `seconds` before KWOK completes them (the jitter bound is the total delay).
+pub fn delay(seconds: u32) -> Value {
+    let value = format!("{seconds}s");
+    json!({"annotations": {COMPLETE_DELAY: value.clone(), "pod-complete.stage.kwok.x-k8s.io/jitter-delay": value}})
+}
+
+pub async fn events_for(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let list = events.list(&ListParams::default()).await.expect("events");
+    list.items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(name))
+        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default()))
+        .collect()
+}
+
+pub async fn wait_event(client: &Client, ns: &str, name: &str, type_: &str, reason: &str) {
+    wait_for(
+        Duration::from_secs(30),
+        &format!("{type_} event {reason} on {name}"),
+        || async {
+            let events = events_for(client, ns, name).await;
+            events
+                .iter()
+                .any(|(t, r)| t == type_ && r == reason)
+                .then_some(())
+        },
+    )
+    .await;
 }
 
 pub mod operator {

@@ -5,17 +5,15 @@ use std::time::Duration;
 
 use jobset_types::JobSet;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use trainset::compile::{Options, SshKeyPair, compile_manifest};
 use trainset_e2e::{
-    TestNamespace, client, condition, create, dynamic_api, http_get, install_crds, operator,
-    repo_root, status, wait_for, wait_state, yaml_documents,
+    COMPLETE_DELAY, TestNamespace, client, condition, create, delay, dynamic_api, http_get,
+    install_crds, operator, repo_root, status, wait_event, wait_for, wait_state, yaml_documents,
 };
-
-const COMPLETE_DELAY: &str = "pod-complete.stage.kwok.x-k8s.io/delay";
 
 async fn setup(prefix: &str) -> (Client, TestNamespace) {
     let client = client().await;
@@ -69,12 +67,6 @@ fn replica_specs(manifest: &Value) -> impl Iterator<Item = (&str, &Value)> {
         .into_iter()
         .flatten()
         .map(|(k, v)| (k.as_str(), v))
-}
-
-/// Pods that run `seconds` before KWOK completes them (the jitter bound is the total delay).
-fn delay(seconds: u32) -> Value {
-    let value = format!("{seconds}s");
-    json!({"annotations": {COMPLETE_DELAY: value.clone(), "pod-complete.stage.kwok.x-k8s.io/jitter-delay": value}})
 }
 
 /// The parts of a JobSet trainset decides: each replicated job's name, replicas, completions and
@@ -139,31 +131,6 @@ async fn fail_a_pod(
         .await
         .unwrap_or_else(|e| panic!("failing {name}: {e}"));
     name
-}
-
-async fn events_for(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
-    let events: Api<Event> = Api::namespaced(client.clone(), ns);
-    let list = events.list(&ListParams::default()).await.expect("events");
-    list.items
-        .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some(name))
-        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default()))
-        .collect()
-}
-
-async fn wait_event(client: &Client, ns: &str, name: &str, type_: &str, reason: &str) {
-    wait_for(
-        Duration::from_secs(30),
-        &format!("{type_} event {reason} on {name}"),
-        || async {
-            let events = events_for(client, ns, name).await;
-            events
-                .iter()
-                .any(|(t, r)| t == type_ && r == reason)
-                .then_some(())
-        },
-    )
-    .await;
 }
 
 #[tokio::test]
