@@ -166,8 +166,19 @@ pub fn derive(
             status.start_time = Some(now.clone());
         }
     }
+    // A job first seen finished (trainset was down while it ran) still tells when it started:
+    // from its earliest Job, as v1 set startTime before any end.
+    if status.completion_time.is_some() && status.start_time.is_none() {
+        status.start_time = Some(earliest_start(observed.jobs).unwrap_or_else(|| now.clone()));
+    }
     status.state = Some(state(&status).to_owned());
     status
+}
+
+fn earliest_start(jobs: &[Job]) -> Option<Time> {
+    jobs.iter()
+        .filter_map(|j| j.status.as_ref()?.start_time.clone())
+        .min_by_key(|t| t.0)
 }
 
 /// Marks the job `Failed` with `<Kind><reason>`: for what trainset itself decides (an invalid

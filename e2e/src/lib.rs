@@ -360,16 +360,34 @@ pub mod operator {
         super::loopback(SHARED_PORT)
     }
 
-    /// Records the child's pid as `trainset@<port>.pid` in the cluster's pid directory, so
-    /// `e2e/cluster stop-extras` (run by `run-tests`) and `down` stop it by pid, checked
-    /// against `/proc/<pid>/exe`, even if this test binary dies first.
+    /// Records the child's pid as `trainset@<port>.<pid>.pid` in the cluster's pid directory, so
+    /// `e2e/cluster stop-extras` (run by `run-tests`) and `down` stop it by pid, checked against
+    /// `/proc/<pid>/exe`, even after this test binary has exited.
     fn record(child: &Child, metrics_address: &str) {
         let port = metrics_address.rsplit(':').next().unwrap_or("0");
         let path = super::cluster_state()
             .join("pids")
-            .join(format!("trainset@{port}.pid"));
+            .join(format!("trainset@{port}.{}.pid", child.id()));
         std::fs::write(&path, child.id().to_string())
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+
+    /// Pids recorded for operators on `metrics_address` that still run.
+    fn recorded(metrics_address: &str) -> Vec<u32> {
+        let port = metrics_address.rsplit(':').next().unwrap_or("0");
+        let prefix = format!("trainset@{port}.");
+        let Ok(entries) = std::fs::read_dir(super::cluster_state().join("pids")) else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok()?.trim().parse().ok())
+            .filter(|pid: &u32| {
+                std::fs::read_link(format!("/proc/{pid}/exe"))
+                    .is_ok_and(|exe| exe.to_string_lossy().contains("/trainset"))
+            })
+            .collect()
     }
 
     fn binary() -> std::path::PathBuf {
@@ -466,24 +484,26 @@ pub mod operator {
         (Stdio::from(log), Stdio::from(err))
     }
 
-    /// Starts the operator unless it runs.
+    /// Starts the shared operator unless it runs, here or for an earlier test binary (each
+    /// test file is its own binary; the first one's operator serves them all).
     pub async fn ensure(client: &Client) {
         let mut process = PROCESS.lock().await;
         let running = process
             .as_mut()
             .is_some_and(|child| matches!(child.try_wait(), Ok(None)));
-        if !running {
+        if !running && recorded(&metrics_address()).is_empty() {
             let kubeconfig = service_account_kubeconfig(client).await;
             let (log, err) = log_files();
             *process = Some(spawn(&kubeconfig, &metrics_address(), log, err));
         }
     }
 
-    /// The shared operator's pid, if it runs.
-    pub async fn pid() -> Option<u32> {
-        let mut process = PROCESS.lock().await;
-        let child = process.as_mut()?;
-        matches!(child.try_wait(), Ok(None)).then(|| child.id())
+    /// The shared operator's pid, if exactly one runs.
+    pub fn pid() -> Option<u32> {
+        match recorded(&metrics_address()).as_slice() {
+            [pid] => Some(*pid),
+            _ => None,
+        }
     }
 
     /// Another operator process on `metrics_address` (a follower, or the chaos tests' own),

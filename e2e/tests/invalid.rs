@@ -80,7 +80,7 @@ async fn every_invalid_manifest_is_refused_or_failed_while_valid_jobs_succeed() 
     let client = client().await;
     install_crds(&client).await;
     operator::ensure(&client).await;
-    let pid = operator::pid().await.expect("the operator runs");
+    let pid = operator::pid().expect("the operator runs");
     let ns = TestNamespace::create(&client, "invalid").await;
     let cases = corpus();
     assert!(cases.len() >= 30, "{} cases", cases.len());
@@ -167,7 +167,7 @@ async fn every_invalid_manifest_is_refused_or_failed_while_valid_jobs_succeed() 
         wait_state(&api, name, "Succeeded", Duration::from_secs(120)).await;
     }
     assert_eq!(
-        operator::pid().await,
+        operator::pid(),
         Some(pid),
         "the operator never restarted"
     );

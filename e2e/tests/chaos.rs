@@ -1,0 +1,366 @@
+//! Faults while trainset works: an operator SIGKILLed mid-burst, kube-apiserver and etcd
+//! restarted mid-burst, a leader killed with a follower waiting, hand edits of a running job's
+//! JobSet and Jobs, and a finished job across restarts and JobSet deletion. Every test starts its
+//! own operators (`run-tests` stops the shared one first) and runs alone (`--test-threads=1`),
+//! since restarting the control plane would disturb any other test.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use jobset_types::JobSet;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use trainset_e2e::operator::{self, Extra};
+use trainset_e2e::{
+    TestNamespace, client, cluster, create, delay, dynamic_api, events_for, http_get, install_crds,
+    loopback, status, wait_for, wait_state,
+};
+
+/// Port offsets of the chaos tests' operators (see `trainset_e2e::loopback`).
+const FIRST_PORT: u16 = 882;
+const SECOND_PORT: u16 = 883;
+/// trainset's Lease duration (`main.rs`): a killed leader's Lease expires after it.
+const LEASE: Duration = Duration::from_secs(15);
+/// Jobs per burst, from `TRAINSET_CHAOS_JOBS` (default 200, the figure).
+fn burst_size() -> usize {
+    std::env::var("TRAINSET_CHAOS_JOBS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(200)
+}
+
+async fn setup(prefix: &str) -> (Client, TestNamespace) {
+    let client = client().await;
+    install_crds(&client).await;
+    let ns = TestNamespace::create(&client, prefix).await;
+    (client, ns)
+}
+
+/// Starts an operator on `port` and waits until it leads (ready). Another trainset holding the
+/// Lease would keep it waiting: the shared e2e operator must be stopped first.
+async fn leading_operator(client: &Client, port: u16) -> (Extra, Duration) {
+    let started = Instant::now();
+    let extra = operator::spawn_extra(client, &loopback(port)).await;
+    wait_ready(port, LEASE * 3).await;
+    (extra, started.elapsed())
+}
+
+async fn wait_ready(port: u16, limit: Duration) {
+    let address = loopback(port);
+    wait_for(
+        limit,
+        &format!(
+            "trainset on {address} to lead (is another trainset running? e2e/cluster stop-extras)"
+        ),
+        || async { (http_get(&address, "/readyz").await?.0 == 200).then_some(()) },
+    )
+    .await;
+}
+
+/// A one-pod JAXJob whose pod runs about two seconds.
+fn small_job(name: &str) -> Value {
+    json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "metadata": {"name": name},
+        "spec": {"jaxReplicaSpecs": {"Worker": {"replicas": 1, "template": {
+            "metadata": delay(2),
+            "spec": {"containers": [{"name": "jax", "image": "busybox"}]}}}}}
+    })
+}
+
+/// Creates `count` small jobs, ten requests at a time; returns their names.
+async fn burst(client: &Client, ns: &str, prefix: &str, count: usize) -> Vec<String> {
+    let names: Vec<String> = (0..count).map(|i| format!("{prefix}-{i}")).collect();
+    futures::stream::iter(names.iter())
+        .for_each_concurrent(10, |name| async move {
+            create(client, ns, &small_job(name)).await;
+        })
+        .await;
+    names
+}
+
+fn jax(client: &Client, ns: &str) -> Api<DynamicObject> {
+    dynamic_api(client, &small_job("any"), Some(ns))
+}
+
+/// Waits until at least `count` JobSets exist in `ns`: the burst is being worked on.
+async fn jobsets_at_least(client: &Client, ns: &str, count: usize) {
+    let jobsets: Api<JobSet> = Api::namespaced(client.clone(), ns);
+    wait_for(
+        Duration::from_secs(120),
+        &format!("{count} JobSets"),
+        || async {
+            let list = jobsets.list_metadata(&ListParams::default()).await.ok()?;
+            (list.items.len() >= count).then_some(())
+        },
+    )
+    .await;
+}
+
+/// Waits until every job in `ns` has succeeded; fails at once on a failed one.
+async fn all_succeed(client: &Client, ns: &str, count: usize, limit: Duration) {
+    let api = jax(client, ns);
+    wait_for(limit, &format!("{count} jobs to succeed"), || async {
+        let list = api.list(&ListParams::default()).await.ok()?;
+        let states: Vec<String> = list
+            .items
+            .iter()
+            .map(|j| status(j)["state"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        if let Some(failed) = list.items.iter().find(|j| status(j)["state"] == "Failed") {
+            panic!("{} failed: {}", failed.name_any(), status(failed));
+        }
+        (states.len() == count && states.iter().all(|s| s == "Succeeded")).then_some(())
+    })
+    .await;
+}
+
+/// No job lost, none duplicated: every job has exactly one JobSet, owned by it and never
+/// recreated, and a complete status.
+async fn every_job_right(client: &Client, ns: &str, names: &[String]) {
+    let jobs = jax(client, ns)
+        .list(&ListParams::default())
+        .await
+        .expect("jobs");
+    assert_eq!(jobs.items.len(), names.len(), "every job is still there");
+    let jobsets: Api<JobSet> = Api::namespaced(client.clone(), ns);
+    let jobsets = jobsets.list(&ListParams::default()).await.expect("JobSets");
+    assert_eq!(jobsets.items.len(), names.len(), "one JobSet per job");
+    for job in &jobs.items {
+        let name = job.name_any();
+        let owned: Vec<&JobSet> = jobsets
+            .items
+            .iter()
+            .filter(|js| {
+                js.owner_references()
+                    .iter()
+                    .any(|o| Some(&o.uid) == job.uid().as_ref())
+            })
+            .collect();
+        assert_eq!(owned.len(), 1, "{name}: exactly one JobSet");
+        let status = status(job);
+        for type_ in ["Created", "Succeeded"] {
+            assert_eq!(
+                trainset_e2e::condition(&status, type_)["status"],
+                "True",
+                "{name}: {status}"
+            );
+        }
+        assert_eq!(
+            status["replicaStatuses"]["Worker"]["succeeded"], 1,
+            "{name}: {status}"
+        );
+        assert!(
+            status["startTime"].is_string() && status["completionTime"].is_string(),
+            "{name}: {status}"
+        );
+        assert!(
+            status["restarts"].as_i64().unwrap_or(0) == 0,
+            "{name}: {status}"
+        );
+    }
+    let recreated: Vec<String> = events(client, ns)
+        .await
+        .into_iter()
+        .filter(|(_, reason)| reason == "JobSetRecreated")
+        .map(|(object, _)| object)
+        .collect();
+    assert!(recreated.is_empty(), "JobSets recreated for {recreated:?}");
+}
+
+/// Every event in `ns` as (object, reason).
+async fn events(client: &Client, ns: &str) -> Vec<(String, String)> {
+    let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns);
+    let list = api.list(&ListParams::default()).await.expect("events");
+    list.items
+        .into_iter()
+        .map(|e| {
+            (
+                e.involved_object.name.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// A burst of jobs with one control-plane component killed and started again once a quarter
+/// of them have JobSets.
+async fn burst_through_restart(prefix: &str, component: &str) {
+    let (client, ns) = setup(prefix).await;
+    let (operator, _) = leading_operator(&client, FIRST_PORT).await;
+    let count = burst_size();
+    let started = Instant::now();
+    let names = burst(&client, &ns.name, prefix, count).await;
+    jobsets_at_least(&client, &ns.name, count / 4).await;
+    cluster(&["restart", component]);
+    all_succeed(&client, &ns.name, count, Duration::from_secs(600)).await;
+    println!(
+        "{component} restarted: {count} jobs succeeded in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    every_job_right(&client, &ns.name, &names).await;
+    drop(operator);
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn chaos_a_sigkilled_operator_restarts_mid_burst_and_loses_nothing() {
+    let (client, ns) = setup("kill").await;
+    let (first, _) = leading_operator(&client, FIRST_PORT).await;
+    let count = burst_size();
+    let names = burst(&client, &ns.name, "kill", count).await;
+    jobsets_at_least(&client, &ns.name, count / 4).await;
+    drop(first); // SIGKILL: no graceful shutdown, the Lease is not released
+    let (second, took) = leading_operator(&client, FIRST_PORT).await;
+    println!("restarted operator leads after {:.1}s", took.as_secs_f64());
+    all_succeed(&client, &ns.name, count, Duration::from_secs(600)).await;
+    every_job_right(&client, &ns.name, &names).await;
+    drop(second);
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn chaos_b_a_restarted_apiserver_loses_nothing() {
+    burst_through_restart("apiserver", "kube-apiserver").await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn chaos_c_a_restarted_etcd_loses_nothing() {
+    burst_through_restart("etcd", "etcd").await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn chaos_d_a_follower_takes_over_from_a_killed_leader() {
+    let (client, ns) = setup("failover").await;
+    let (leader, _) = leading_operator(&client, FIRST_PORT).await;
+    let follower = operator::spawn_extra(&client, &loopback(SECOND_PORT)).await;
+    wait_for(Duration::from_secs(30), "the follower to serve", || async {
+        (http_get(&loopback(SECOND_PORT), "/healthz").await?.0 == 200).then_some(())
+    })
+    .await;
+    assert_eq!(
+        http_get(&loopback(SECOND_PORT), "/readyz")
+            .await
+            .map(|r| r.0),
+        Some(503),
+        "the follower does not lead"
+    );
+    let count = 50;
+    let names = burst(&client, &ns.name, "failover", count).await;
+    jobsets_at_least(&client, &ns.name, count / 4).await;
+    let killed = Instant::now();
+    drop(leader);
+    wait_ready(SECOND_PORT, LEASE * 2).await;
+    let failover = killed.elapsed();
+    println!(
+        "failover: the follower led {:.1}s after the leader was killed",
+        failover.as_secs_f64()
+    );
+    assert!(
+        failover <= LEASE + Duration::from_secs(5),
+        "failover took {failover:?}"
+    );
+    all_succeed(&client, &ns.name, count, Duration::from_secs(300)).await;
+    every_job_right(&client, &ns.name, &names).await;
+    drop(follower);
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn chaos_e_hand_edits_of_a_running_jobset_and_deleted_jobs_end_right() {
+    let (client, ns) = setup("edit").await;
+    let (operator, _) = leading_operator(&client, FIRST_PORT).await;
+    let mut manifest = small_job("edited");
+    manifest["spec"]["jaxReplicaSpecs"]["Worker"]["replicas"] = json!(2);
+    manifest["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["metadata"] = delay(20);
+    let api = create(&client, &ns.name, &manifest).await;
+    wait_state(&api, "edited", "Running", Duration::from_secs(60)).await;
+    let jobsets: Api<JobSet> = Api::namespaced(client.clone(), &ns.name);
+    let uid = jobsets.get("edited").await.expect("JobSet").uid();
+
+    // replicatedJobs are immutable: the JobSet webhook refuses the edit.
+    let edit = json!({"spec": {"replicatedJobs": [{"name": "worker", "replicas": 3}]}});
+    let refused = jobsets
+        .patch("edited", &PatchParams::default(), &Patch::Merge(&edit))
+        .await;
+    assert!(
+        refused.is_err(),
+        "a replicatedJobs edit is refused: {refused:?}"
+    );
+
+    // A label and a suspend by hand: trainset owns suspend and sets it back.
+    let edit = json!({"metadata": {"labels": {"edited-by": "hand"}}, "spec": {"suspend": true}});
+    jobsets
+        .patch("edited", &PatchParams::default(), &Patch::Merge(&edit))
+        .await
+        .expect("label and suspend the JobSet");
+    wait_for(
+        Duration::from_secs(30),
+        "trainset to resume the JobSet",
+        || async {
+            let js = jobsets.get("edited").await.ok()?;
+            (js.spec.suspend == Some(false)).then_some(())
+        },
+    )
+    .await;
+
+    // Deleting its Jobs: the JobSet controller creates them again.
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns.name);
+    jobs.delete_collection(
+        &DeleteParams::background(),
+        &ListParams::default().labels("jobset.sigs.k8s.io/jobset-name=edited"),
+    )
+    .await
+    .expect("delete the Jobs");
+    wait_state(&api, "edited", "Succeeded", Duration::from_secs(120)).await;
+    let jobset = jobsets.get("edited").await.expect("JobSet");
+    assert_eq!(jobset.uid(), uid, "the same JobSet ran to the end");
+    assert!(
+        !events_for(&client, &ns.name, "edited")
+            .await
+            .iter()
+            .any(|(_, r)| r == "JobSetRecreated"),
+        "no JobSet recreated"
+    );
+    drop(operator);
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn chaos_f_a_finished_job_stays_finished_across_restarts_and_jobset_deletion() {
+    let (client, ns) = setup("terminal").await;
+    let (first, _) = leading_operator(&client, FIRST_PORT).await;
+    let api = create(&client, &ns.name, &small_job("done")).await;
+    let finished = wait_state(&api, "done", "Succeeded", Duration::from_secs(60)).await;
+    let jobsets: Api<JobSet> = Api::namespaced(client.clone(), &ns.name);
+    jobsets
+        .delete("done", &DeleteParams::foreground())
+        .await
+        .expect("delete the JobSet");
+    wait_for(Duration::from_secs(60), "the JobSet to be gone", || async {
+        jobsets.get_opt("done").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    drop(first);
+    let (second, _) = leading_operator(&client, FIRST_PORT).await;
+    // The restarted operator lists every job at start; a job created after it leads and seen
+    // through to the end shows that it has worked through that list.
+    let witness = create(&client, &ns.name, &small_job("witness")).await;
+    wait_state(&witness, "witness", "Succeeded", Duration::from_secs(60)).await;
+    let now = status(&api.get("done").await.expect("job"));
+    assert_eq!(now["state"], "Succeeded", "{now}");
+    assert_eq!(now["completionTime"], finished["completionTime"], "{now}");
+    assert!(
+        jobsets.get_opt("done").await.expect("get").is_none(),
+        "no new JobSet for a finished job"
+    );
+    drop(second);
+    ns.delete().await;
+}
