@@ -102,7 +102,7 @@ pub fn derive(
         );
         conditions.remove(RESTARTING);
         for replica in status.replica_statuses.values_mut() {
-            replica.succeeded += replica.active;
+            replica.succeeded = replica.succeeded.saturating_add(replica.active);
             replica.active = 0;
         }
         status.completion_time = Some(now.clone());
@@ -298,10 +298,18 @@ fn replica_statuses(
                 {
                     continue;
                 }
+                // Counts come from the cluster: saturate rather than overflow.
                 let job_status = job.status.as_ref();
-                counts.active += job_status.and_then(|s| s.active).unwrap_or(0);
-                counts.succeeded += job_status.and_then(|s| s.succeeded).unwrap_or(0);
-                counts.failed += job_status.and_then(|s| s.failed).unwrap_or(0);
+                let count = |n: Option<i32>| n.unwrap_or(0).max(0);
+                counts.active = counts
+                    .active
+                    .saturating_add(count(job_status.and_then(|s| s.active)));
+                counts.succeeded = counts
+                    .succeeded
+                    .saturating_add(count(job_status.and_then(|s| s.succeeded)));
+                counts.failed = counts
+                    .failed
+                    .saturating_add(count(job_status.and_then(|s| s.failed)));
             }
             ((*replica_type).to_owned(), counts)
         })

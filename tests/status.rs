@@ -300,7 +300,11 @@ fn a_job_created_suspended_gets_no_start_time_until_resumed() {
 
 #[test]
 fn a_job_first_seen_finished_starts_when_its_earliest_job_started() {
-    let done = jobset(false, 0, json!([condition("Completed", "AllJobsCompleted", "done")]));
+    let done = jobset(
+        false,
+        0,
+        json!([condition("Completed", "AllJobsCompleted", "done")]),
+    );
     let mut early = job("worker", 0, 0, 1, 0);
     let mut late = job("worker", 0, 0, 1, 0);
     early.status.get_or_insert_with(Default::default).start_time = Some(at(3));
@@ -311,7 +315,11 @@ fn a_job_first_seen_finished_starts_when_its_earliest_job_started() {
     assert_eq!(status.completion_time, Some(at(20)));
 
     let without_jobs = derive(None, &done, &[], 20);
-    assert_eq!(without_jobs.start_time, Some(at(20)), "no Job left: the time it was seen");
+    assert_eq!(
+        without_jobs.start_time,
+        Some(at(20)),
+        "no Job left: the time it was seen"
+    );
 }
 
 #[test]

@@ -166,10 +166,6 @@ async fn every_invalid_manifest_is_refused_or_failed_while_valid_jobs_succeed() 
         let api = dynamic_api(&client, job, Some(&ns.name));
         wait_state(&api, name, "Succeeded", Duration::from_secs(120)).await;
     }
-    assert_eq!(
-        operator::pid(),
-        Some(pid),
-        "the operator never restarted"
-    );
+    assert_eq!(operator::pid(), Some(pid), "the operator never restarted");
     ns.delete().await;
 }

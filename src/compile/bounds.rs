@@ -1,5 +1,5 @@
 //! The guards that keep `compile` bounded on any input. The apiserver already refuses a job
-//! beyond `api::limits`; these hold for input it never saw (`trainset render`, objects stored
+//! beyond `api::limits` or with a longer name; these hold for input it never saw (`trainset render`, objects stored
 //! under an older CRD) before anything is allocated per replica, and catch a job within the
 //! limits whose compiled objects etcd could still not store.
 
@@ -12,6 +12,23 @@ use crate::api::limits::{MAX_REPLICAS, MAX_TOTAL_REPLICAS};
 /// The largest object compile produces. etcd refuses a request over 1.5 MiB by default, and the
 /// stored JobSet also carries its status and managedFields, so compiled objects get 1 MiB.
 pub const MAX_OBJECT_BYTES: usize = 1 << 20;
+
+/// Kubernetes names (and so the job's name and namespace, which every address repeats) are at
+/// most this long.
+const MAX_NAME: usize = 63;
+
+/// The name and namespace every per-replica address repeats.
+pub fn names(name: &str, namespace: &str) -> Result<(), CompileError> {
+    for (field, value) in [("metadata.name", name), ("metadata.namespace", namespace)] {
+        if value.len() > MAX_NAME {
+            return Err(CompileError::invalid(
+                field,
+                format!("must be at most {MAX_NAME} characters, got {}", value.len()),
+            ));
+        }
+    }
+    Ok(())
+}
 
 pub fn replicas<J: TrainingJob>(groups: &[Group<'_>]) -> Result<(), CompileError> {
     let mut total: i64 = 0;

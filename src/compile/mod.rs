@@ -328,6 +328,7 @@ fn parse<K: TrainingJob>(manifest: Value) -> Result<K, CompileError> {
 
 fn compile<F: Framework>(job: &F::Job, options: &Options<'_>) -> Result<Compiled, CompileError> {
     let ctx = context::<F>(job, options);
+    bounds::names(ctx.name(), ctx.namespace())?;
     bounds::replicas::<F::Job>(&ctx.groups)?;
     let success = F::success(&ctx);
     let replicated_jobs = ctx
