@@ -86,6 +86,4 @@ pub mod kueue {
     /// On a Workload: the uid of the job it queues.
     pub const JOB_UID: &str = "kueue.x-k8s.io/job-uid";
     pub const MULTIKUEUE: &str = "kueue.x-k8s.io/multikueue";
-    /// A Workload holds at most this many PodSets, one per replicated job.
-    pub const MAX_POD_SETS: usize = 18;
 }
