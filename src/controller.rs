@@ -841,6 +841,26 @@ fn jobset_finished(jobset: &JobSet) -> bool {
 mod tests {
     use super::*;
 
+    fn api_error(code: u16) -> Error {
+        let status: kube::core::Status =
+            serde_json::from_value(json!({"code": code, "message": "refused"})).unwrap_or_default();
+        Error::Kube {
+            action: "creating JobSet",
+            object: "demo".to_owned(),
+            source: kube::Error::Api(Box::new(status)),
+        }
+    }
+
+    #[test]
+    fn only_refused_content_waits_for_a_change() {
+        let permanent: Vec<u16> = [400, 403, 404, 409, 413, 422, 429, 500, 503]
+            .into_iter()
+            .filter(|code| api_error(*code).is_permanent())
+            .collect();
+        assert_eq!(permanent, [400, 413, 422]);
+        assert!(!Error::NoJobSetCrd.is_permanent());
+    }
+
     #[test]
     fn retries_back_off_from_one_second_to_five_minutes() {
         let delays: Vec<u64> = [1, 2, 3, 8, 9, 10, 100]
