@@ -46,7 +46,8 @@ pub enum AdmissionError {
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Invalid(Vec<FieldError>),
     #[error(
-        "apiVersion/kind: {api_version}/{kind} is not a training kind trainset serves (TFJob, PyTorchJob, XGBoostJob, PaddleJob, JAXJob at kubeflow.org/v1; MPIJob at kubeflow.org/v2beta1)"
+        "apiVersion/kind: {api_version}/{kind} is not a training kind trainset serves ({})",
+        crds::SERVED
     )]
     NotServed { api_version: String, kind: String },
     #[error("building the validators from the CRDs: {0}")]
@@ -128,7 +129,7 @@ enum BuildError {
 }
 
 fn schemas(crd: &CustomResourceDefinition) -> Result<Schemas, BuildError> {
-    let env = Arc::new(cel_env());
+    let env = cel_env();
     let name = crd.metadata.name.clone().unwrap_or_default();
     let mut schemas = HashMap::new();
     for version in &crd.spec.versions {
@@ -151,11 +152,16 @@ fn schemas(crd: &CustomResourceDefinition) -> Result<Schemas, BuildError> {
 
 /// CEL as the apiserver offers it to CRD rules, as far as trainset's rules use it: the standard
 /// library, the strings extension (`lowerAscii`) and Kubernetes' list `sum()`.
-fn cel_env() -> Env {
-    let mut env = Env::stdlib();
-    // Registering a built-in extension on a fresh environment cannot clash.
-    let _ = env.add_extension(cel::extensions::strings);
-    env
+/// Built once per process: every rule compiles and runs against the same environment.
+fn cel_env() -> Arc<Env> {
+    static ENV: OnceLock<Arc<Env>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Env::stdlib();
+        // Registering a built-in extension on a fresh environment cannot clash.
+        let _ = env.add_extension(cel::extensions::strings);
+        Arc::new(env)
+    })
+    .clone()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -510,7 +516,7 @@ impl<'a> Walk<'a> {
 
     fn evaluate(&mut self, rule: &Rule, value: &Value, path: &str) {
         let at = format!("{path}{}", rule.field_path);
-        let mut context = Context::with_env(Arc::new(cel_env()));
+        let mut context = Context::with_env(cel_env());
         if context.add_function("sum", sum).is_err() {
             self.error(&at, "cannot register sum() for CEL");
             return;

@@ -27,6 +27,9 @@ fn crd<K: TrainingJob>() -> Result<CustomResourceDefinition, CrdError> {
     })
 }
 
+/// The kinds and versions trainset serves, as error messages name them.
+pub const SERVED: &str = "TFJob, PyTorchJob, XGBoostJob, PaddleJob, JAXJob at kubeflow.org/v1; MPIJob at kubeflow.org/v2beta1";
+
 type Builder = fn() -> Result<CustomResourceDefinition, CrdError>;
 
 /// Every training kind trainset serves, by kind name, in a fixed order.

@@ -50,7 +50,8 @@ pub enum CompileError {
     #[error("{path}: {message}")]
     Malformed { path: String, message: String },
     #[error(
-        "apiVersion/kind: {api_version}/{kind} is not a training kind trainset serves (TFJob, PyTorchJob, XGBoostJob, PaddleJob, JAXJob at kubeflow.org/v1; MPIJob at kubeflow.org/v2beta1)"
+        "apiVersion/kind: {api_version}/{kind} is not a training kind trainset serves ({})",
+        crate::crds::SERVED
     )]
     NotATrainingKind { api_version: String, kind: String },
     #[error(
