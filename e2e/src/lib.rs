@@ -19,12 +19,14 @@ pub fn repo_root() -> std::path::PathBuf {
 }
 
 /// `127.0.0.1:<TRAINSET_E2E_PORT_BASE + offset>`: every port the tests use derives from the
-/// cluster's port base (26000 unless set), so two clusters can run side by side.
+/// cluster's port base, which `e2e/cluster env` exports (its default is written there only).
 pub fn loopback(offset: u16) -> String {
     let base = std::env::var("TRAINSET_E2E_PORT_BASE")
         .ok()
         .and_then(|b| b.parse::<u16>().ok())
-        .unwrap_or(26000);
+        .unwrap_or_else(|| {
+            panic!("TRAINSET_E2E_PORT_BASE is not set; run `eval \"$(e2e/cluster env)\"`")
+        });
     format!("127.0.0.1:{}", base.saturating_add(offset))
 }
 

@@ -1,7 +1,7 @@
 //! The guards that keep `compile` bounded on any input. The apiserver already refuses a job
-//! beyond `api::limits` or with a longer name; these hold for input it never saw (`trainset render`, objects stored
-//! under an older CRD) before anything is allocated per replica, and catch a job within the
-//! limits whose compiled objects etcd could still not store.
+//! beyond `api::limits` or with a longer name; these hold for input it never saw (`trainset
+//! render`, objects stored under an older CRD) before anything is allocated per replica, and
+//! catch a job within the limits whose compiled objects etcd could still not store.
 
 use serde::Serialize;
 
