@@ -334,6 +334,7 @@ impl<K: Kind> Reconciler<'_, K> {
             name: &name,
             operator_name: K::OPERATOR_NAME,
             replica_types: &present,
+            selector: K::REPLICA_SELECTOR,
         };
         let previous = self.job.job_status();
         if previous.is_some_and(status::is_terminal) {
@@ -560,6 +561,7 @@ impl<K: Kind> Reconciler<'_, K> {
             name: &name,
             operator_name: K::OPERATOR_NAME,
             replica_types: &present,
+            selector: K::REPLICA_SELECTOR,
         };
         let message = format!("{kind} {name} has an invalid spec: {error}");
         let next = status::fail(

@@ -32,6 +32,8 @@ pub struct Subject<'a> {
     pub operator_name: &'a str,
     /// Canonical replica types of the job, e.g. `["Master", "Worker"]`.
     pub replica_types: &'a [&'a str],
+    /// Whether each replica status carries its pods' label selector (v1: PyTorch, Paddle, JAX).
+    pub selector: bool,
 }
 
 /// What the controller observed in the cluster.
@@ -94,12 +96,7 @@ pub fn derive(
             &reason,
             &format!("{kind} {name} successfully completed: {}", done.message),
         );
-        conditions.set(
-            RUNNING,
-            false,
-            &reason,
-            &format!("{kind} {name} successfully completed."),
-        );
+        conditions.stop(RUNNING);
         conditions.remove(RESTARTING);
         for replica in status.replica_statuses.values_mut() {
             replica.succeeded = replica.succeeded.saturating_add(replica.active);
@@ -114,12 +111,7 @@ pub fn derive(
             &reason,
             &format!("{kind} {name} has failed: {}", failed.message),
         );
-        conditions.set(
-            RUNNING,
-            false,
-            &reason,
-            &format!("{kind} {name} has failed."),
-        );
+        conditions.stop(RUNNING);
         conditions.remove(RESTARTING);
         status.completion_time = Some(now.clone());
     } else if suspended {
@@ -200,9 +192,7 @@ pub fn fail(
         now,
     };
     conditions.set(FAILED, true, &reason, message);
-    if conditions.is_true(RUNNING) {
-        conditions.set(RUNNING, false, &reason, message);
-    }
+    conditions.stop(RUNNING);
     conditions.remove(RESTARTING);
     status.completion_time = Some(now.clone());
     status.state = Some(FAILED.to_owned());
@@ -283,10 +273,12 @@ fn replica_statuses(
         .map(|replica_type| {
             let lower = replica_type.to_ascii_lowercase();
             let mut counts = ReplicaStatus {
-                selector: Some(format!(
-                    "{JOB_NAME}={},{OPERATOR_NAME}={},{REPLICA_TYPE}={lower}",
-                    subject.name, subject.operator_name
-                )),
+                selector: subject.selector.then(|| {
+                    format!(
+                        "{JOB_NAME}={},{OPERATOR_NAME}={},{REPLICA_TYPE}={lower}",
+                        subject.name, subject.operator_name
+                    )
+                }),
                 ..Default::default()
             };
             for job in jobs {
@@ -353,6 +345,20 @@ impl Conditions<'_> {
                 last_update_time: Some(self.now.clone()),
                 last_transition_time: Some(self.now.clone()),
             }),
+        }
+    }
+
+    /// What v1 does to `Running` when a job ends: an existing condition turns False and keeps
+    /// its reason and message; an absent one stays absent.
+    fn stop(&mut self, type_: &str) {
+        if let Some(existing) = self
+            .list
+            .iter_mut()
+            .find(|c| c.type_ == type_ && c.status == "True")
+        {
+            existing.status = "False".to_owned();
+            existing.last_transition_time = Some(self.now.clone());
+            existing.last_update_time = Some(self.now.clone());
         }
     }
 

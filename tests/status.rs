@@ -13,6 +13,7 @@ const SUBJECT: Subject<'static> = Subject {
     name: "demo",
     operator_name: "pytorchjob-controller",
     replica_types: &["Master", "Worker"],
+    selector: true,
 };
 
 fn at(second: i64) -> Time {
@@ -183,7 +184,7 @@ fn a_life_created_running_restarting_running_succeeded() {
         conditions(&succeeded),
         [
             c("Created", "True", "PyTorchJobCreated"),
-            c("Running", "False", "PyTorchJobSucceeded"),
+            c("Running", "False", "PyTorchJobRunning"),
             c("Succeeded", "True", "PyTorchJobSucceeded")
         ]
     );
@@ -230,7 +231,7 @@ fn a_failed_jobset_fails_the_job_with_its_reason_and_message() {
         conditions(&failed),
         [
             c("Created", "True", "PyTorchJobCreated"),
-            c("Running", "False", "PyTorchJobReachedMaxRestarts"),
+            c("Running", "False", "PyTorchJobRunning"),
             c("Failed", "True", "PyTorchJobReachedMaxRestarts")
         ]
     );
@@ -373,7 +374,7 @@ fn trainset_decided_failures_are_terminal() {
         conditions(&expired),
         [
             c("Created", "True", "PyTorchJobCreated"),
-            c("Running", "False", "PyTorchJobDeadlineExceeded"),
+            c("Running", "False", "PyTorchJobRunning"),
             c("Failed", "True", "PyTorchJobDeadlineExceeded")
         ]
     );

@@ -4,6 +4,8 @@
 //! `cargo test --workspace` reports them as ignored instead of failing or pretending to pass; the
 //! repository's test command (`./run-tests`) brings the cluster up and runs them with `--ignored`.
 
+pub mod differential;
+
 use std::future::Future;
 use std::time::{Duration, Instant};
 

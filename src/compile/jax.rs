@@ -14,6 +14,7 @@ impl super::HasFramework for JAXJob {
 impl Framework for Jax {
     type Job = JAXJob;
     const FRAMEWORK: &'static str = "jax";
+    const REPLICA_SELECTOR: bool = true;
     const OPERATOR_NAME: &'static str = "jaxjob-controller";
     const PORT: Option<(&'static str, i32)> = Some(("jaxjob-port", 6666));
 

@@ -224,6 +224,8 @@ pub trait Framework {
     const NEEDS_SSH_KEY: bool = false;
     /// Whether env goes into every container (true) or only the default container (TFJob).
     const ENV_IN_EVERY_CONTAINER: bool = true;
+    /// Whether v1 published `replicaStatuses[].selector` for the kind (PyTorch, Paddle, JAX).
+    const REPLICA_SELECTOR: bool = false;
 
     fn default_restart_policy(replica_type: &str) -> RestartPolicy;
 
@@ -299,6 +301,8 @@ pub trait Compile {
     const OPERATOR_NAME: &'static str;
     /// Whether [`Options::ssh_key`] must be given (MPIJob).
     const NEEDS_SSH_KEY: bool;
+    /// Whether the status publishes each replica type's label selector.
+    const REPLICA_SELECTOR: bool;
 
     fn compile(&self, options: &Options<'_>) -> Result<Compiled, CompileError>;
 }
@@ -313,6 +317,7 @@ impl<J: HasFramework> Compile for J {
     const FRAMEWORK: &'static str = <J::Framework as Framework>::FRAMEWORK;
     const OPERATOR_NAME: &'static str = <J::Framework as Framework>::OPERATOR_NAME;
     const NEEDS_SSH_KEY: bool = <J::Framework as Framework>::NEEDS_SSH_KEY;
+    const REPLICA_SELECTOR: bool = <J::Framework as Framework>::REPLICA_SELECTOR;
 
     fn compile(&self, options: &Options<'_>) -> Result<Compiled, CompileError> {
         compile::<J::Framework>(self, options)

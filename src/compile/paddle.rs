@@ -14,6 +14,7 @@ impl super::HasFramework for PaddleJob {
 impl Framework for Paddle {
     type Job = PaddleJob;
     const FRAMEWORK: &'static str = "paddle";
+    const REPLICA_SELECTOR: bool = true;
     const OPERATOR_NAME: &'static str = "paddlejob-controller";
     const PORT: Option<(&'static str, i32)> = Some(("master", 36543));
 

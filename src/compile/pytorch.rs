@@ -17,6 +17,7 @@ impl super::HasFramework for PyTorchJob {
 impl Framework for PyTorch {
     type Job = PyTorchJob;
     const FRAMEWORK: &'static str = "pytorch";
+    const REPLICA_SELECTOR: bool = true;
     const OPERATOR_NAME: &'static str = "pytorchjob-controller";
     const PORT: Option<(&'static str, i32)> = Some(("pytorchjob-port", 23456));
 

@@ -1,0 +1,348 @@
+//! `e2e/differential [FILE...]`: applies each manifest (default: `e2e/testdata/differential/`)
+//! unchanged under the upstream operators (training-operator v1.9.4 for the v1 kinds,
+//! mpi-operator v0.8.2 for MPIJob v2beta1) and then under trainset, each in a fresh namespace,
+//! lets KWOK run the pods to the end, compares what each did pod by pod
+//! (`trainset_e2e::differential`), and fails when a difference is not in the README's
+//! "Deviations from v1" table.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::Api;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+use trainset_e2e::differential::{self, Run};
+use trainset_e2e::{TestNamespace, client, cluster, dynamic_api, operator, repo_root};
+
+/// How long one case may take to reach its end under one operator.
+const CASE_LIMIT: Duration = Duration::from_secs(240);
+/// How long a finished job's status may keep changing (counts catching up with the condition).
+const SETTLE_LIMIT: Duration = Duration::from_secs(20);
+const MPI_CONFIG_VOLUME: &str = "mpi-job-config";
+
+struct Case {
+    name: String,
+    kind: String,
+    documents: Vec<Value>,
+}
+
+impl Case {
+    fn job(&self) -> &Value {
+        self.documents
+            .iter()
+            .find(|d| d["apiVersion"].as_str().is_some_and(|v| v.starts_with("kubeflow.org/")))
+            .unwrap_or(&Value::Null)
+    }
+
+    fn suspended(&self) -> bool {
+        let spec = &self.job()["spec"];
+        spec["runPolicy"]["suspend"] == true
+    }
+}
+
+fn load(path: &PathBuf) -> Result<Case, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let documents = trainset_e2e::yaml_documents(&text);
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let case = Case {
+        name,
+        kind: String::new(),
+        documents,
+    };
+    let kind = case.job()["kind"].as_str().unwrap_or_default().to_owned();
+    if kind.is_empty() {
+        return Err(format!(
+            "{}: no kubeflow.org training job in it",
+            path.display()
+        ));
+    }
+    Ok(Case { kind, ..case })
+}
+
+fn corpus(args: &[String]) -> Result<Vec<Case>, String> {
+    let mut paths: Vec<PathBuf> = args.iter().map(PathBuf::from).collect();
+    if paths.is_empty() {
+        let dir = repo_root().join("e2e/testdata/differential");
+        let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        paths = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+            .collect();
+        paths.sort();
+    }
+    paths.iter().map(load).collect()
+}
+
+/// The peer that serves a kind, as `e2e/cluster peer` names it.
+fn peer_of(kind: &str) -> &'static str {
+    if kind == "MPIJob" {
+        "mpi-operator"
+    } else {
+        "training-operator"
+    }
+}
+
+/// Started peers, stopped again (and trainset's CRDs restored) whatever happens.
+struct Peers(Vec<&'static str>);
+
+impl Peers {
+    fn start(names: BTreeSet<&'static str>) -> Self {
+        let mut peers = Peers(Vec::new());
+        for name in names {
+            peers.0.push(name);
+            cluster(&["peer", name, "start"]);
+        }
+        peers
+    }
+}
+
+impl Drop for Peers {
+    fn drop(&mut self) {
+        for name in self.0.drain(..) {
+            let _ = std::process::Command::new(repo_root().join("e2e/cluster"))
+                .args(["peer", name, "stop"])
+                .status();
+        }
+    }
+}
+
+/// Every pod with a v1 job-name label, by uid, in its last version: a watch sees pods that an
+/// operator deletes the moment the job ends (cleanPodPolicy), which a final list would miss.
+fn watch_pods(client: &Client) -> (Arc<Mutex<HashMap<String, Pod>>>, tokio::task::JoinHandle<()>) {
+    let seen: Arc<Mutex<HashMap<String, Pod>>> = Arc::default();
+    let api: Api<Pod> = Api::all(client.clone());
+    let config = watcher::Config::default().labels("training.kubeflow.org/job-name");
+    let store = seen.clone();
+    let task = tokio::spawn(async move {
+        let mut events = watcher(api, config).boxed();
+        while let Some(event) = events.next().await {
+            let pod = match event {
+                Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => pod,
+                Ok(watcher::Event::Delete(pod)) => pod,
+                _ => continue,
+            };
+            if let (Some(uid), Ok(mut map)) = (pod.uid(), store.lock()) {
+                map.insert(uid, pod);
+            }
+        }
+    });
+    (seen, task)
+}
+
+fn condition_true(job: &Value, type_: &str) -> bool {
+    trainset_e2e::condition(&job["status"], type_)["status"] == "True"
+}
+
+/// Waits until the job ends (Succeeded or Failed; Suspended for a suspended one) and its status
+/// stops changing, and returns it.
+async fn settle(client: &Client, case: &Case, namespace: &str) -> Result<Value, String> {
+    let api = dynamic_api(client, case.job(), Some(namespace));
+    let name = case.job()["metadata"]["name"].as_str().unwrap_or_default();
+    let deadline = Instant::now() + CASE_LIMIT;
+    let ended = |job: &Value| {
+        condition_true(job, "Succeeded")
+            || condition_true(job, "Failed")
+            || (case.suspended() && condition_true(job, "Suspended"))
+    };
+    let mut job = Value::Null;
+    while !ended(&job) {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "did not end within {CASE_LIMIT:?}; status: {}",
+                job["status"]
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if let Ok(object) = api.get(name).await {
+            job = serde_json::to_value(object).unwrap_or_default();
+        }
+    }
+    // Counts follow the condition within a few reconciles: stop once two reads a second
+    // apart agree.
+    let settle_deadline = Instant::now() + SETTLE_LIMIT;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let Ok(object) = api.get(name).await else {
+            break;
+        };
+        let next = serde_json::to_value(object).unwrap_or_default();
+        let same = next["status"] == job["status"];
+        job = next;
+        if same || Instant::now() > settle_deadline {
+            break;
+        }
+    }
+    Ok(job)
+}
+
+/// The hostfile in the ConfigMap a launcher pod mounts as `mpi-job-config`.
+async fn hostfile(client: &Client, namespace: &str, pods: &[Value]) -> Option<String> {
+    let config_map = pods.iter().find_map(|pod| {
+        pod["spec"]["volumes"]
+            .as_array()?
+            .iter()
+            .find(|v| v["name"] == MPI_CONFIG_VOLUME)?["configMap"]["name"]
+            .as_str()
+            .map(str::to_owned)
+    })?;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    api.get(&config_map).await.ok()?.data?.remove("hostfile")
+}
+
+async fn run_case(client: &Client, case: &Case, who: &str) -> (TestNamespace, Result<Value, String>) {
+    let namespace = TestNamespace::create(client, &format!("diff-{who}")).await;
+    for document in &case.documents {
+        let object: kube::api::DynamicObject = match serde_json::from_value(document.clone()) {
+            Ok(o) => o,
+            Err(e) => return (namespace, Err(format!("manifest: {e}"))),
+        };
+        let cluster_scoped = document["kind"] == "PriorityClass";
+        let api = dynamic_api(
+            client,
+            document,
+            (!cluster_scoped).then_some(namespace.name.as_str()),
+        );
+        match api.create(&Default::default(), &object).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 && cluster_scoped => {}
+            Err(e) => return (namespace, Err(format!("creating {}: {e}", document["kind"]))),
+        }
+    }
+    let result = settle(client, case, &namespace.name).await;
+    (namespace, result)
+}
+
+/// Runs every case at once under whichever operator serves now; returns each case's run.
+async fn run_all(client: &Client, cases: &[Case], who: &str) -> Vec<Result<Run, String>> {
+    let (seen, watch) = watch_pods(client);
+    let outcomes =
+        futures::future::join_all(cases.iter().map(|case| run_case(client, case, who))).await;
+    watch.abort();
+    let pods: Vec<Pod> = seen.lock().map(|m| m.values().cloned().collect()).unwrap_or_default();
+    let mut by_namespace: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for pod in pods {
+        let ns = pod.namespace().unwrap_or_default();
+        by_namespace
+            .entry(ns)
+            .or_default()
+            .push(serde_json::to_value(pod).unwrap_or_default());
+    }
+    let mut runs = Vec::new();
+    for (namespace, outcome) in outcomes {
+        let pods = by_namespace.remove(&namespace.name).unwrap_or_default();
+        let run = match outcome {
+            Ok(job) => Ok(Run {
+                hostfile: hostfile(client, &namespace.name, &pods).await,
+                namespace: namespace.name.clone(),
+                job,
+                pods,
+            }),
+            Err(e) => Err(e),
+        };
+        namespace.delete().await;
+        runs.push(run);
+    }
+    runs
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("usage: e2e/differential [FILE...]   (default: e2e/testdata/differential/*.yaml)");
+        return ExitCode::SUCCESS;
+    }
+    let cases = match corpus(&args) {
+        Ok(c) if !c.is_empty() => c,
+        Ok(_) => {
+            eprintln!("differential: no cases");
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            eprintln!("differential: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let readme = repo_root().join("README.md");
+    let known = match std::fs::read_to_string(&readme)
+        .map_err(|e| format!("{}: {e}", readme.display()))
+        .and_then(|text| differential::deviations(&text))
+    {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("differential: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let client = client().await;
+
+    let started = Instant::now();
+    let upstream = {
+        let _peers = Peers::start(cases.iter().map(|c| peer_of(&c.kind)).collect());
+        run_all(&client, &cases, "upstream").await
+    };
+    let upstream_time = started.elapsed();
+    let started = Instant::now();
+    operator::ensure(&client).await;
+    let ours = run_all(&client, &cases, "trainset").await;
+    let trainset_time = started.elapsed();
+
+    let mut verdicts = Vec::new();
+    let mut failures = Vec::new();
+    for ((case, peer), trainset) in cases.iter().zip(upstream).zip(ours) {
+        match (peer, trainset) {
+            (Ok(peer), Ok(trainset)) => {
+                let found = differential::differences(
+                    &differential::facts(&peer),
+                    &differential::facts(&trainset),
+                );
+                verdicts.push((
+                    case.name.clone(),
+                    case.kind.clone(),
+                    differential::judge(&case.kind, found, &known),
+                ));
+            }
+            (peer, trainset) => {
+                for (who, e) in [("upstream", peer.err()), ("trainset", trainset.err())] {
+                    if let Some(e) = e {
+                        failures.push(format!("{}: under {who}: {e}", case.name));
+                    }
+                }
+            }
+        }
+    }
+    print!("{}", differential::report(&verdicts));
+    for failure in &failures {
+        println!("FAILED {failure}");
+    }
+    let identical = verdicts
+        .iter()
+        .filter(|(_, _, v)| v.documented.is_empty() && v.undocumented.is_empty())
+        .count();
+    let documented: usize = verdicts.iter().map(|(_, _, v)| v.documented.len()).sum();
+    let undocumented: usize = verdicts.iter().map(|(_, _, v)| v.undocumented.len()).sum();
+    println!(
+        "upstream run {:.0}s, trainset run {:.0}s",
+        upstream_time.as_secs_f64(),
+        trainset_time.as_secs_f64()
+    );
+    println!(
+        "differential: {identical}/{} cases identical, {documented} documented deviations, {undocumented} undocumented",
+        cases.len()
+    );
+    if undocumented > 0 || !failures.is_empty() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,613 @@
+//! The pure half of `e2e/differential`: what one operator did with one manifest, reduced to facts
+//! that can be compared with another operator's (pods keyed by replica type and index, env as the
+//! kubelet would resolve it, addresses and namespaces abstracted), the differences between two
+//! such runs, and the README's table of documented deviations. The binary
+//! (`src/bin/differential.rs`) does the I/O.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+/// Prefix of the v1 labels compared on pods.
+const V1_LABELS: &str = "training.kubeflow.org/";
+const REPLICA_TYPE: &str = "training.kubeflow.org/replica-type";
+const REPLICA_INDEX: &str = "training.kubeflow.org/replica-index";
+const JOB_ROLE: &str = "training.kubeflow.org/job-role";
+const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+/// Volumes the apiserver adds to every pod (the ServiceAccount token), named with a random suffix.
+const TOKEN_VOLUME_PREFIX: &str = "kube-api-access-";
+const ABSENT: &str = "—";
+
+/// Everything one operator did with one case.
+#[derive(Debug, Clone, Default)]
+pub struct Run {
+    pub namespace: String,
+    /// The job object when it settled.
+    pub job: Value,
+    /// Every pod seen during the run, in its last observed version.
+    pub pods: Vec<Value>,
+    /// The MPI hostfile the launcher mounts, if any.
+    pub hostfile: Option<String>,
+}
+
+/// A compared fact: where (`job`, `worker/0`, `worker/0/pytorch`) and what (`env MASTER_ADDR`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Fact {
+    pub location: String,
+    pub aspect: String,
+}
+
+pub type Facts = BTreeMap<Fact, String>;
+
+/// One fact on which the two runs differ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Difference {
+    pub fact: Fact,
+    pub peer: String,
+    pub trainset: String,
+}
+
+/// The key of a pod: its replica type (lower case, as the v1 label) and index.
+pub fn pod_key(pod: &Value) -> String {
+    let labels = &pod["metadata"]["labels"];
+    let annotations = &pod["metadata"]["annotations"];
+    let replica_type = labels[REPLICA_TYPE]
+        .as_str()
+        .or_else(|| labels[JOB_ROLE].as_str())
+        .unwrap_or("?")
+        .to_ascii_lowercase();
+    let index = labels[REPLICA_INDEX]
+        .as_str()
+        .or_else(|| labels[COMPLETION_INDEX].as_str())
+        .or_else(|| annotations[COMPLETION_INDEX].as_str())
+        .unwrap_or("0");
+    format!("{replica_type}/{index}")
+}
+
+/// Rewrites the names a pod is reachable by into `⟨key⟩` and the namespace into `⟨namespace⟩`,
+/// so a v1 per-replica Service (`job-worker-0.ns.svc`) and a JobSet address
+/// (`job-worker-0-0.job.ns.svc`) of the same pod compare equal.
+pub struct Addresses {
+    /// (alias, replacement), longest alias first.
+    aliases: Vec<(String, String)>,
+}
+
+impl Addresses {
+    pub fn new(pods: &[Value], namespace: &str) -> Self {
+        let mut aliases = Vec::new();
+        for pod in pods {
+            let token = format!("⟨{}⟩", pod_key(pod));
+            let spec = &pod["spec"];
+            let mut names: Vec<String> = pod["metadata"]["name"]
+                .as_str()
+                .map(str::to_owned)
+                .into_iter()
+                .collect();
+            if let Some(host) = spec["hostname"].as_str() {
+                names.push(host.to_owned());
+                if let Some(subdomain) = spec["subdomain"].as_str() {
+                    names.push(format!("{host}.{subdomain}"));
+                }
+            }
+            for name in names {
+                for suffix in [
+                    String::new(),
+                    format!(".{namespace}"),
+                    format!(".{namespace}.svc"),
+                    format!(".{namespace}.svc.cluster.local"),
+                ] {
+                    aliases.push((format!("{name}{suffix}"), token.clone()));
+                }
+            }
+        }
+        if !namespace.is_empty() {
+            aliases.push((namespace.to_owned(), "⟨namespace⟩".to_owned()));
+        }
+        aliases.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        aliases.dedup_by(|a, b| a.0 == b.0);
+        Self { aliases }
+    }
+
+    /// `text` with every alias that stands as a whole name (not inside a longer one) replaced.
+    pub fn normalize(&self, text: &str) -> String {
+        let is_name_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.';
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        let mut previous: Option<char> = None;
+        'scan: while let Some(c) = rest.chars().next() {
+            if previous.is_none_or(|p| !is_name_char(p)) {
+                for (alias, token) in &self.aliases {
+                    if let Some(after) = rest.strip_prefix(alias.as_str()) {
+                        // A trailing dot ends a sentence or a FQDN, not a longer name.
+                        let next = after.chars().next();
+                        let continues = next.is_some_and(|n| {
+                            n.is_ascii_alphanumeric()
+                                || n == '-'
+                                || (n == '.'
+                                    && after[1..].chars().next().is_some_and(is_name_char))
+                        });
+                        if !continues {
+                            out.push_str(token);
+                            rest = after;
+                            previous = alias.chars().last();
+                            continue 'scan;
+                        }
+                    }
+                }
+            }
+            out.push(c);
+            previous = Some(c);
+            rest = &rest[c.len_utf8()..];
+        }
+        out
+    }
+}
+
+/// The value of a downward-API `fieldPath` on `pod`, as the kubelet resolves it. Values that
+/// depend on scheduling or identity (IPs, node, uid) become a placeholder naming the field.
+fn field_ref(pod: &Value, path: &str) -> String {
+    let meta = &pod["metadata"];
+    let keyed = |prefix: &str| {
+        path.strip_prefix(prefix)
+            .and_then(|rest| rest.strip_suffix("']"))
+            .map(str::to_owned)
+    };
+    if let Some(key) = keyed("metadata.labels['") {
+        return meta["labels"][key.as_str()]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+    }
+    if let Some(key) = keyed("metadata.annotations['") {
+        return meta["annotations"][key.as_str()]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+    }
+    match path {
+        "metadata.name" | "metadata.namespace" => meta[&path["metadata.".len()..]]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        "spec.serviceAccountName" => pod["spec"]["serviceAccountName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        other => format!("⟨{other}⟩"),
+    }
+}
+
+/// Kubernetes' `$(VAR)` expansion: a name defined earlier in the list is replaced, `$$` escapes,
+/// anything else stays as written.
+fn expand(value: &str, defined: &BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + 1..];
+        if let Some(after) = tail.strip_prefix('$') {
+            out.push('$');
+            rest = after;
+        } else if let Some(close) = tail.strip_prefix('(').and_then(|t| t.find(')')) {
+            let name = &tail[1..=close];
+            match defined.get(name) {
+                Some(v) => out.push_str(v),
+                None => {
+                    out.push_str("$(");
+                    out.push_str(name);
+                    out.push(')');
+                }
+            }
+            rest = &tail[close + 2..];
+        } else {
+            out.push('$');
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A container's env after the kubelet's resolution, in the order defined.
+pub fn resolved_env(pod: &Value, container: &Value) -> BTreeMap<String, String> {
+    let mut defined = BTreeMap::new();
+    for var in container["env"].as_array().into_iter().flatten() {
+        let Some(name) = var["name"].as_str() else {
+            continue;
+        };
+        let value = if let Some(path) = var["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+            field_ref(pod, path)
+        } else if !var["valueFrom"].is_null() {
+            format!("⟨valueFrom {}⟩", var["valueFrom"])
+        } else {
+            expand(var["value"].as_str().unwrap_or_default(), &defined)
+        };
+        defined.insert(name.to_owned(), value);
+    }
+    defined
+}
+
+fn compact(value: &Value) -> String {
+    match value {
+        Value::Null => ABSENT.to_owned(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A volume's source without the names that embed its job (compared through `Addresses`).
+fn volume_summary(volume: &Value) -> String {
+    let mut source = volume.clone();
+    if let Some(map) = source.as_object_mut() {
+        map.remove("name");
+    }
+    compact(&source)
+}
+
+fn pod_facts(facts: &mut Facts, key: &str, pod: &Value, addresses: &Addresses) {
+    let mut put = |location: String, aspect: String, value: String| {
+        facts.insert(
+            Fact { location, aspect },
+            addresses.normalize(&value),
+        );
+    };
+    let spec = &pod["spec"];
+    for field in ["restartPolicy", "priorityClassName", "schedulerName"] {
+        put(key.to_owned(), field.to_owned(), compact(&spec[field]));
+    }
+    if let Some(labels) = pod["metadata"]["labels"].as_object() {
+        for (label, value) in labels.iter().filter(|(k, _)| k.starts_with(V1_LABELS)) {
+            put(key.to_owned(), format!("label {label}"), compact(value));
+        }
+    }
+    for volume in spec["volumes"].as_array().into_iter().flatten() {
+        let name = volume["name"].as_str().unwrap_or_default();
+        if !name.starts_with(TOKEN_VOLUME_PREFIX) {
+            put(key.to_owned(), format!("volume {name}"), volume_summary(volume));
+        }
+    }
+    for (list, what) in [("initContainers", "initContainer"), ("containers", "container")] {
+        let names: Vec<&str> = spec[list]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        put(key.to_owned(), format!("{what}s"), names.join(", "));
+        for container in spec[list].as_array().into_iter().flatten() {
+            let name = container["name"].as_str().unwrap_or_default();
+            let location = format!("{key}/{name}");
+            for (var, value) in resolved_env(pod, container) {
+                put(location.clone(), format!("env {var}"), value);
+            }
+            let mut ports: Vec<String> = container["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    format!(
+                        "{}:{}/{}",
+                        p["name"].as_str().unwrap_or(""),
+                        p["containerPort"],
+                        p["protocol"].as_str().unwrap_or("TCP")
+                    )
+                })
+                .collect();
+            ports.sort();
+            put(location.clone(), "ports".to_owned(), ports.join(", "));
+            for field in ["command", "args"] {
+                put(location.clone(), field.to_owned(), compact(&container[field]));
+            }
+            for mount in container["volumeMounts"].as_array().into_iter().flatten() {
+                let path = mount["mountPath"].as_str().unwrap_or_default();
+                let volume = mount["name"].as_str().unwrap_or_default();
+                if !volume.starts_with(TOKEN_VOLUME_PREFIX) {
+                    put(location.clone(), format!("mount {path}"), compact(mount));
+                }
+            }
+        }
+    }
+}
+
+/// The facts of one run. Pods with the same key (a pod recreated after a failure) count once,
+/// by their first version; how many there were is a fact of its own.
+pub fn facts(run: &Run) -> Facts {
+    let addresses = Addresses::new(&run.pods, &run.namespace);
+    let mut by_key: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
+    for pod in &run.pods {
+        by_key.entry(pod_key(pod)).or_default().push(pod);
+    }
+    let mut facts = Facts::new();
+    let job = |aspect: &str| Fact {
+        location: "job".to_owned(),
+        aspect: aspect.to_owned(),
+    };
+    facts.insert(
+        job("pods"),
+        by_key.keys().cloned().collect::<Vec<_>>().join(", "),
+    );
+    for (key, pods) in &mut by_key {
+        pods.sort_by_key(|p| p["metadata"]["creationTimestamp"].as_str().unwrap_or_default());
+        facts.insert(
+            Fact {
+                location: key.clone(),
+                aspect: "pods created".to_owned(),
+            },
+            pods.len().to_string(),
+        );
+        pod_facts(&mut facts, key, pods[0], &addresses);
+    }
+    if let Some(hostfile) = &run.hostfile {
+        facts.insert(job("hostfile"), addresses.normalize(hostfile));
+    }
+    let status = &run.job["status"];
+    let conditions: Vec<String> = status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            format!(
+                "{}={}({})",
+                compact(&c["type"]),
+                compact(&c["status"]),
+                compact(&c["reason"])
+            )
+        })
+        .collect();
+    facts.insert(job("conditions"), conditions.join(" → "));
+    if let Some(replicas) = status["replicaStatuses"].as_object() {
+        for (replica_type, counts) in replicas {
+            let count = |field: &str| counts[field].as_i64().unwrap_or(0);
+            facts.insert(
+                job(&format!("replicaStatuses.{replica_type}")),
+                format!(
+                    "active={} succeeded={} failed={}",
+                    count("active"),
+                    count("succeeded"),
+                    count("failed")
+                ),
+            );
+            facts.insert(
+                job(&format!("replicaStatuses.{replica_type}.selector")),
+                addresses.normalize(&compact(&counts["selector"])),
+            );
+        }
+    }
+    for field in ["startTime", "completionTime"] {
+        let present = if status[field].is_null() {
+            "absent"
+        } else {
+            "set"
+        };
+        facts.insert(job(field), present.to_owned());
+    }
+    facts
+}
+
+/// The facts on which the two runs differ.
+pub fn differences(peer: &Facts, trainset: &Facts) -> Vec<Difference> {
+    let mut keys: Vec<&Fact> = peer.keys().chain(trainset.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter_map(|fact| {
+            let a = peer.get(fact).map_or(ABSENT, String::as_str);
+            let b = trainset.get(fact).map_or(ABSENT, String::as_str);
+            (a != b).then(|| Difference {
+                fact: fact.clone(),
+                peer: a.to_owned(),
+                trainset: b.to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// A row of the README's "Deviations from v1" table: an aspect (a trailing `*` matches any
+/// rest) and the kinds it concerns (`all`, or a comma-separated list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deviation {
+    pub aspect: String,
+    pub kinds: Vec<String>,
+}
+
+impl Deviation {
+    pub fn covers(&self, kind: &str, difference: &Difference) -> bool {
+        let kind_matches = self.kinds.iter().any(|k| k == "all" || k == kind);
+        let aspect = &difference.fact.aspect;
+        let aspect_matches = match self.aspect.strip_suffix('*') {
+            Some(prefix) => aspect.starts_with(prefix),
+            None => *aspect == self.aspect,
+        };
+        kind_matches && aspect_matches
+    }
+}
+
+/// The heading of the README's section that documents deviations.
+pub const DEVIATIONS_HEADING: &str = "## Deviations from v1";
+
+/// The rows of the first table under [`DEVIATIONS_HEADING`]: the first column's code span is
+/// the aspect, the second column the kinds.
+pub fn deviations(readme: &str) -> Result<Vec<Deviation>, String> {
+    let section = readme
+        .split_once(DEVIATIONS_HEADING)
+        .map(|(_, rest)| rest)
+        .ok_or_else(|| format!("README has no section {DEVIATIONS_HEADING:?}"))?;
+    let rows = section
+        .lines()
+        .skip_while(|line| !line.starts_with('|'))
+        .take_while(|line| line.starts_with('|'))
+        .skip(2); // header and separator
+    let mut found = Vec::new();
+    for row in rows {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        let aspect = cells
+            .first()
+            .and_then(|c| c.strip_prefix('`'))
+            .and_then(|c| c.split_once('`'))
+            .map(|(aspect, _)| aspect.to_owned())
+            .ok_or_else(|| format!("deviation row without a `code` aspect: {row}"))?;
+        let kinds = cells
+            .get(1)
+            .map(|c| c.split(',').map(|k| k.trim().to_owned()).collect())
+            .ok_or_else(|| format!("deviation row without kinds: {row}"))?;
+        found.push(Deviation { aspect, kinds });
+    }
+    if found.is_empty() {
+        return Err(format!("no table under {DEVIATIONS_HEADING:?}"));
+    }
+    Ok(found)
+}
+
+/// The outcome of one case.
+#[derive(Debug, Default)]
+pub struct Verdict {
+    pub documented: Vec<Difference>,
+    pub undocumented: Vec<Difference>,
+}
+
+pub fn judge(kind: &str, differences: Vec<Difference>, known: &[Deviation]) -> Verdict {
+    let mut verdict = Verdict::default();
+    for difference in differences {
+        if known.iter().any(|d| d.covers(kind, &difference)) {
+            verdict.documented.push(difference);
+        } else {
+            verdict.undocumented.push(difference);
+        }
+    }
+    verdict
+}
+
+/// A text table: one line per case, then each difference indented under it.
+pub fn report(cases: &[(String, String, Verdict)]) -> String {
+    let mut out = String::new();
+    let width = cases.iter().map(|(n, _, _)| n.len()).max().unwrap_or(4).max(4);
+    let _ = writeln!(out, "{:width$}  {:12}  result", "case", "kind");
+    for (name, kind, verdict) in cases {
+        let result = match (verdict.undocumented.len(), verdict.documented.len()) {
+            (0, 0) => "identical".to_owned(),
+            (0, d) => format!("identical but {d} documented deviation(s)"),
+            (u, d) => format!("DIFFERENT: {u} undocumented, {d} documented"),
+        };
+        let _ = writeln!(out, "{name:width$}  {kind:12}  {result}");
+        for (label, list) in [
+            ("undocumented", &verdict.undocumented),
+            ("documented", &verdict.documented),
+        ] {
+            for d in list {
+                let _ = writeln!(
+                    out,
+                    "    {label:12} {} {}: upstream {:?}, trainset {:?}",
+                    d.fact.location, d.fact.aspect, d.peer, d.trainset
+                );
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(name: &str, labels: Value, host: Option<(&str, &str)>) -> Value {
+        let mut pod = json!({"metadata": {"name": name, "namespace": "ns1", "labels": labels}, "spec": {}});
+        if let Some((h, s)) = host {
+            pod["spec"]["hostname"] = json!(h);
+            pod["spec"]["subdomain"] = json!(s);
+        }
+        pod
+    }
+
+    #[test]
+    fn v1_service_names_and_jobset_addresses_normalize_alike() {
+        let v1 = pod(
+            "job-worker-1",
+            json!({REPLICA_TYPE: "worker", REPLICA_INDEX: "1"}),
+            None,
+        );
+        let ours = pod(
+            "job-worker-0-1-x7k2p",
+            json!({REPLICA_TYPE: "worker", COMPLETION_INDEX: "1"}),
+            Some(("job-worker-0-1", "job")),
+        );
+        let a = Addresses::new(&[v1], "ns1");
+        let b = Addresses::new(&[ours], "ns2");
+        assert_eq!(a.normalize("job-worker-1.ns1.svc:2222"), "⟨worker/1⟩:2222");
+        assert_eq!(b.normalize("job-worker-0-1.job.ns2.svc:2222"), "⟨worker/1⟩:2222");
+        assert_eq!(b.normalize("job-worker-0-1.job:2222"), "⟨worker/1⟩:2222");
+        // A longer name that merely starts like an alias is left alone.
+        assert_eq!(a.normalize("job-worker-10"), "job-worker-10");
+        assert_eq!(a.normalize("ns1x"), "ns1x");
+        assert_eq!(a.normalize("in ns1."), "in ⟨namespace⟩.");
+    }
+
+    #[test]
+    fn env_resolves_field_refs_then_expands_in_order() {
+        let p = json!({"metadata": {"name": "p", "annotations": {COMPLETION_INDEX: "3"}}});
+        let c = json!({"env": [
+            {"name": "RANK", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
+            {"name": "ADDR", "value": "r$(RANK)-$(LATER)-$$(RANK)-$"},
+            {"name": "LATER", "value": "x"},
+            {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        ]});
+        let env = resolved_env(&p, &c);
+        assert_eq!(env["RANK"], "3");
+        assert_eq!(env["ADDR"], "r3-$(LATER)-$(RANK)-$");
+        assert_eq!(env["IP"], "⟨status.podIP⟩");
+    }
+
+    #[test]
+    fn deviations_parse_and_cover_by_aspect_and_kind() {
+        let readme = "# x\n\n## Deviations from v1\n\nText.\n\n| Aspect | Kinds | Why |\n|---|---|---|\n| `label training.kubeflow.org/replica-index` | all | later |\n| `env PET_*` | PyTorchJob, JAXJob | because |\n\nAfter.\n";
+        let known = deviations(readme).expect("table");
+        assert_eq!(known.len(), 2);
+        let diff = |aspect: &str| Difference {
+            fact: Fact {
+                location: "worker/0/c".into(),
+                aspect: aspect.into(),
+            },
+            peer: "a".into(),
+            trainset: "b".into(),
+        };
+        let verdict = judge(
+            "PyTorchJob",
+            vec![diff("env PET_NNODES"), diff("env WORLD_SIZE")],
+            &known,
+        );
+        assert_eq!(verdict.documented.len(), 1);
+        assert_eq!(verdict.undocumented[0].fact.aspect, "env WORLD_SIZE");
+        assert!(!known[1].covers("TFJob", &diff("env PET_NNODES")));
+        assert!(deviations("no table").is_err());
+    }
+
+    #[test]
+    fn facts_compare_pods_by_key_and_status_by_shape() {
+        let run = |name: &str, ns: &str, labels: Value, host, succeeded: i64| Run {
+            namespace: ns.into(),
+            job: json!({"status": {"conditions": [{"type": "Succeeded", "status": "True", "reason": "Done"}],
+                "replicaStatuses": {"Worker": {"succeeded": succeeded}}, "startTime": "t"}}),
+            pods: vec![{
+                let mut p = pod(name, labels, host);
+                p["metadata"]["namespace"] = json!(ns);
+                p["spec"]["containers"] = json!([{"name": "c", "env": [
+                    {"name": "PEER", "value": format!("{name}.{ns}.svc")},
+                    {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]}]);
+                p
+            }],
+            hostfile: None,
+        };
+        let a = facts(&run("j-worker-0", "a", json!({REPLICA_TYPE: "worker", REPLICA_INDEX: "0"}), None, 1));
+        let b = facts(&run("j-worker-0-0-abc", "b", json!({REPLICA_TYPE: "worker", COMPLETION_INDEX: "0"}), Some(("j-worker-0-0", "j")), 1));
+        let c = facts(&run("j-worker-0-0-abc", "b", json!({REPLICA_TYPE: "worker", COMPLETION_INDEX: "0"}), Some(("j-worker-0-0", "j")), 0));
+        let ab = differences(&a, &b);
+        // Only the label that names the index differs: env, addresses and status agree.
+        assert_eq!(ab.len(), 1, "{ab:?}");
+        assert_eq!(ab[0].fact.aspect, format!("label {REPLICA_INDEX}"));
+        let bc = differences(&b, &c);
+        assert_eq!(bc.len(), 1);
+        assert_eq!(bc[0].fact.aspect, "replicaStatuses.Worker");
+        assert_eq!(bc[0].peer, "active=0 succeeded=1 failed=0");
+    }
+}
