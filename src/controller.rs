@@ -335,6 +335,7 @@ impl<K: Kind> Reconciler<'_, K> {
             operator_name: K::OPERATOR_NAME,
             replica_types: &present,
             selector: K::REPLICA_SELECTOR,
+            detailed_failure: K::DETAILED_FAILURE_REASON,
         };
         let previous = self.job.job_status();
         if previous.is_some_and(status::is_terminal) {
@@ -386,7 +387,8 @@ impl<K: Kind> Reconciler<'_, K> {
             let message = format!(
                 "{kind} {name} was active longer than its activeDeadlineSeconds ({seconds}s)."
             );
-            next = status::fail(&subject, Some(&next), "DeadlineExceeded", &message, &now);
+            let cause = subject.failure("DeadlineExceeded");
+            next = status::fail(&subject, Some(&next), cause, &message, &now);
         }
         self.write_status(previous, &next).await?;
 
@@ -562,6 +564,7 @@ impl<K: Kind> Reconciler<'_, K> {
             operator_name: K::OPERATOR_NAME,
             replica_types: &present,
             selector: K::REPLICA_SELECTOR,
+            detailed_failure: K::DETAILED_FAILURE_REASON,
         };
         let message = format!("{kind} {name} has an invalid spec: {error}");
         let next = status::fail(
@@ -660,7 +663,17 @@ impl<K: Kind> Reconciler<'_, K> {
             &self.job.namespace().unwrap_or_default(),
         );
         // Server-side apply: a field this manager stops sending (a count back at 0) is removed.
-        let body = json!({"apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": next});
+        let mut body =
+            json!({"apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": next});
+        // A replica status with nothing to say serializes as `{}` (v1 omits zero counts), which
+        // server-side apply stores as null and the CRD then refuses: say `active: 0` instead.
+        if let Some(replicas) = body["status"]["replicaStatuses"].as_object_mut() {
+            for replica in replicas.values_mut() {
+                if replica.as_object().is_some_and(serde_json::Map::is_empty) {
+                    replica["active"] = json!(0);
+                }
+            }
+        }
         api.patch_status(
             &self.name(),
             &PatchParams::apply(FIELD_MANAGER).force(),

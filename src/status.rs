@@ -34,6 +34,20 @@ pub struct Subject<'a> {
     pub replica_types: &'a [&'a str],
     /// Whether each replica status carries its pods' label selector (v1: PyTorch, Paddle, JAX).
     pub selector: bool,
+    /// Whether a failure's reason names its cause (`MPIJobBackoffLimitExceeded`) or is
+    /// `<Kind>Failed` whatever the cause, as training-operator v1.9.4 writes it.
+    pub detailed_failure: bool,
+}
+
+impl Subject<'_> {
+    /// What follows the kind in the reason of a failure caused by `cause`.
+    pub fn failure<'c>(&self, cause: &'c str) -> &'c str {
+        if self.detailed_failure {
+            cause
+        } else {
+            "Failed"
+        }
+    }
 }
 
 /// What the controller observed in the cluster.
@@ -82,7 +96,10 @@ pub fn derive(
     let suspended = jobset.spec.suspend == Some(true);
     let restarts = jobset_status.map_or(0, |s| s.restarts);
     status.restarts = Some(restarts);
-    status.replica_statuses = replica_statuses(subject, observed.jobs, restarts);
+    // v1 writes replica statuses once a job runs: one created suspended has none until resumed.
+    if !(suspended && status.replica_statuses.is_empty()) {
+        status.replica_statuses = replica_statuses(subject, observed.jobs, restarts);
+    }
     let mut conditions = Conditions {
         list: &mut status.conditions,
         now,
@@ -104,7 +121,7 @@ pub fn derive(
         }
         status.completion_time = Some(now.clone());
     } else if let Some(failed) = jobset_condition(jobset_condition::FAILED) {
-        let reason = format!("{kind}{}", failed.reason);
+        let reason = format!("{kind}{}", subject.failure(&failed.reason));
         conditions.set(
             FAILED,
             true,
@@ -122,12 +139,15 @@ pub fn derive(
             &reason,
             &format!("{kind} {name} is suspended."),
         );
-        conditions.set(
-            RUNNING,
-            false,
-            &reason,
-            &format!("{kind} {name} is suspended."),
-        );
+        // v1 turns Running False (reason Suspended) only on a job that was running.
+        if conditions.is_true(RUNNING) {
+            conditions.set(
+                RUNNING,
+                false,
+                &reason,
+                &format!("{kind} {name} is suspended."),
+            );
+        }
         conditions.remove(RESTARTING);
     } else {
         if conditions.is_true(SUSPENDED) {

@@ -270,6 +270,7 @@ fn run_case(rng: &mut Rng, bases: &[Value]) -> (bool, bool) {
         operator_name: "tfjob-controller",
         replica_types: present,
         selector: false,
+        detailed_failure: false,
     };
     let now = Time(Timestamp::from_second(1_800_000_000).expect("time"));
     let observed = Observed {

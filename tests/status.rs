@@ -14,6 +14,7 @@ const SUBJECT: Subject<'static> = Subject {
     operator_name: "pytorchjob-controller",
     replica_types: &["Master", "Worker"],
     selector: true,
+    detailed_failure: false,
 };
 
 fn at(second: i64) -> Time {
@@ -232,7 +233,7 @@ fn a_failed_jobset_fails_the_job_with_its_reason_and_message() {
         [
             c("Created", "True", "PyTorchJobCreated"),
             c("Running", "False", "PyTorchJobRunning"),
-            c("Failed", "True", "PyTorchJobReachedMaxRestarts")
+            c("Failed", "True", "PyTorchJobFailed")
         ]
     );
     let message = failed

@@ -11,10 +11,12 @@ use serde_json::Value;
 
 /// Prefix of the v1 labels compared on pods.
 const V1_LABELS: &str = "training.kubeflow.org/";
+const JOB_NAME: &str = "training.kubeflow.org/job-name";
 const REPLICA_TYPE: &str = "training.kubeflow.org/replica-type";
 const REPLICA_INDEX: &str = "training.kubeflow.org/replica-index";
 const JOB_ROLE: &str = "training.kubeflow.org/job-role";
 const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+const JOBSET_JOB_INDEX: &str = "jobset.sigs.k8s.io/job-index";
 /// Volumes the apiserver adds to every pod (the ServiceAccount token), named with a random suffix.
 const TOKEN_VOLUME_PREFIX: &str = "kube-api-access-";
 const ABSENT: &str = "—";
@@ -48,19 +50,30 @@ pub struct Difference {
     pub trainset: String,
 }
 
-/// The key of a pod: its replica type (lower case, as the v1 label) and index.
+/// The key of a pod: its replica type (lower case, as the v1 label) and index. A v1 operator's
+/// pod is named `<job>-<type>-<index>` (its index label may differ: mpi-operator counts workers
+/// from 1 when the launcher is a worker too); under a JobSet the index is the completion index
+/// within one Indexed Job, or, where each pod has a Job of its own, that Job's index.
 pub fn pod_key(pod: &Value) -> String {
-    let labels = &pod["metadata"]["labels"];
-    let annotations = &pod["metadata"]["annotations"];
+    let meta = &pod["metadata"];
+    let labels = &meta["labels"];
     let replica_type = labels[REPLICA_TYPE]
         .as_str()
         .or_else(|| labels[JOB_ROLE].as_str())
         .unwrap_or("?")
         .to_ascii_lowercase();
-    let index = labels[REPLICA_INDEX]
-        .as_str()
+    let by_name = labels[JOB_NAME].as_str().and_then(|job| {
+        meta["name"]
+            .as_str()?
+            .strip_prefix(&format!("{job}-{replica_type}-"))
+            .filter(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+    });
+    let job_index = labels[JOBSET_JOB_INDEX].as_str().filter(|i| *i != "0");
+    let index = by_name
+        .or(job_index)
         .or_else(|| labels[COMPLETION_INDEX].as_str())
-        .or_else(|| annotations[COMPLETION_INDEX].as_str())
+        .or_else(|| meta["annotations"][COMPLETION_INDEX].as_str())
+        .or_else(|| labels[REPLICA_INDEX].as_str())
         .unwrap_or("0");
     format!("{replica_type}/{index}")
 }
@@ -124,8 +137,7 @@ impl Addresses {
                         let continues = next.is_some_and(|n| {
                             n.is_ascii_alphanumeric()
                                 || n == '-'
-                                || (n == '.'
-                                    && after[1..].chars().next().is_some_and(is_name_char))
+                                || (n == '.' && after[1..].chars().next().is_some_and(is_name_char))
                         });
                         if !continues {
                             out.push_str(token);
@@ -247,10 +259,7 @@ fn volume_summary(volume: &Value) -> String {
 
 fn pod_facts(facts: &mut Facts, key: &str, pod: &Value, addresses: &Addresses) {
     let mut put = |location: String, aspect: String, value: String| {
-        facts.insert(
-            Fact { location, aspect },
-            addresses.normalize(&value),
-        );
+        facts.insert(Fact { location, aspect }, addresses.normalize(&value));
     };
     let spec = &pod["spec"];
     for field in ["restartPolicy", "priorityClassName", "schedulerName"] {
@@ -264,10 +273,17 @@ fn pod_facts(facts: &mut Facts, key: &str, pod: &Value, addresses: &Addresses) {
     for volume in spec["volumes"].as_array().into_iter().flatten() {
         let name = volume["name"].as_str().unwrap_or_default();
         if !name.starts_with(TOKEN_VOLUME_PREFIX) {
-            put(key.to_owned(), format!("volume {name}"), volume_summary(volume));
+            put(
+                key.to_owned(),
+                format!("volume {name}"),
+                volume_summary(volume),
+            );
         }
     }
-    for (list, what) in [("initContainers", "initContainer"), ("containers", "container")] {
+    for (list, what) in [
+        ("initContainers", "initContainer"),
+        ("containers", "container"),
+    ] {
         let names: Vec<&str> = spec[list]
             .as_array()
             .into_iter()
@@ -297,7 +313,11 @@ fn pod_facts(facts: &mut Facts, key: &str, pod: &Value, addresses: &Addresses) {
             ports.sort();
             put(location.clone(), "ports".to_owned(), ports.join(", "));
             for field in ["command", "args"] {
-                put(location.clone(), field.to_owned(), compact(&container[field]));
+                put(
+                    location.clone(),
+                    field.to_owned(),
+                    compact(&container[field]),
+                );
             }
             for mount in container["volumeMounts"].as_array().into_iter().flatten() {
                 let path = mount["mountPath"].as_str().unwrap_or_default();
@@ -328,7 +348,11 @@ pub fn facts(run: &Run) -> Facts {
         by_key.keys().cloned().collect::<Vec<_>>().join(", "),
     );
     for (key, pods) in &mut by_key {
-        pods.sort_by_key(|p| p["metadata"]["creationTimestamp"].as_str().unwrap_or_default());
+        pods.sort_by_key(|p| {
+            p["metadata"]["creationTimestamp"]
+                .as_str()
+                .unwrap_or_default()
+        });
         facts.insert(
             Fact {
                 location: key.clone(),
@@ -342,20 +366,14 @@ pub fn facts(run: &Run) -> Facts {
         facts.insert(job("hostfile"), addresses.normalize(hostfile));
     }
     let status = &run.job["status"];
-    let conditions: Vec<String> = status["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            format!(
-                "{}={}({})",
-                compact(&c["type"]),
-                compact(&c["status"]),
-                compact(&c["reason"])
-            )
-        })
-        .collect();
-    facts.insert(job("conditions"), conditions.join(" → "));
+    // One fact per condition type: the order of the list is how each operator happened to
+    // append, not behaviour.
+    for c in status["conditions"].as_array().into_iter().flatten() {
+        facts.insert(
+            job(&format!("condition {}", compact(&c["type"]))),
+            format!("{}({})", compact(&c["status"]), compact(&c["reason"])),
+        );
+    }
     if let Some(replicas) = status["replicaStatuses"].as_object() {
         for (replica_type, counts) in replicas {
             let count = |field: &str| counts[field].as_i64().unwrap_or(0);
@@ -481,7 +499,12 @@ pub fn judge(kind: &str, differences: Vec<Difference>, known: &[Deviation]) -> V
 /// A text table: one line per case, then each difference indented under it.
 pub fn report(cases: &[(String, String, Verdict)]) -> String {
     let mut out = String::new();
-    let width = cases.iter().map(|(n, _, _)| n.len()).max().unwrap_or(4).max(4);
+    let width = cases
+        .iter()
+        .map(|(n, _, _)| n.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     let _ = writeln!(out, "{:width$}  {:12}  result", "case", "kind");
     for (name, kind, verdict) in cases {
         let result = match (verdict.undocumented.len(), verdict.documented.len()) {
@@ -512,7 +535,8 @@ mod tests {
     use serde_json::json;
 
     fn pod(name: &str, labels: Value, host: Option<(&str, &str)>) -> Value {
-        let mut pod = json!({"metadata": {"name": name, "namespace": "ns1", "labels": labels}, "spec": {}});
+        let mut pod =
+            json!({"metadata": {"name": name, "namespace": "ns1", "labels": labels}, "spec": {}});
         if let Some((h, s)) = host {
             pod["spec"]["hostname"] = json!(h);
             pod["spec"]["subdomain"] = json!(s);
@@ -524,7 +548,7 @@ mod tests {
     fn v1_service_names_and_jobset_addresses_normalize_alike() {
         let v1 = pod(
             "job-worker-1",
-            json!({REPLICA_TYPE: "worker", REPLICA_INDEX: "1"}),
+            json!({JOB_NAME: "job", REPLICA_TYPE: "worker", REPLICA_INDEX: "1"}),
             None,
         );
         let ours = pod(
@@ -535,12 +559,38 @@ mod tests {
         let a = Addresses::new(&[v1], "ns1");
         let b = Addresses::new(&[ours], "ns2");
         assert_eq!(a.normalize("job-worker-1.ns1.svc:2222"), "⟨worker/1⟩:2222");
-        assert_eq!(b.normalize("job-worker-0-1.job.ns2.svc:2222"), "⟨worker/1⟩:2222");
+        assert_eq!(
+            b.normalize("job-worker-0-1.job.ns2.svc:2222"),
+            "⟨worker/1⟩:2222"
+        );
         assert_eq!(b.normalize("job-worker-0-1.job:2222"), "⟨worker/1⟩:2222");
         // A longer name that merely starts like an alias is left alone.
         assert_eq!(a.normalize("job-worker-10"), "job-worker-10");
         assert_eq!(a.normalize("ns1x"), "ns1x");
         assert_eq!(a.normalize("in ns1."), "in ⟨namespace⟩.");
+    }
+
+    #[test]
+    fn a_pod_with_a_job_of_its_own_is_keyed_by_the_jobs_index() {
+        let own_job = pod(
+            "j-worker-1-0-abc",
+            json!({REPLICA_TYPE: "worker", COMPLETION_INDEX: "0", JOBSET_JOB_INDEX: "1"}),
+            None,
+        );
+        let indexed = pod(
+            "j-worker-0-3-abc",
+            json!({REPLICA_TYPE: "worker", COMPLETION_INDEX: "3", JOBSET_JOB_INDEX: "0"}),
+            None,
+        );
+        assert_eq!(pod_key(&own_job), "worker/1");
+        assert_eq!(pod_key(&indexed), "worker/3");
+        // mpi-operator with runLauncherAsWorker: pod worker-0 carries index label 1.
+        let upstream = pod(
+            "j-worker-0",
+            json!({JOB_NAME: "j", REPLICA_TYPE: "worker", REPLICA_INDEX: "1"}),
+            None,
+        );
+        assert_eq!(pod_key(&upstream), "worker/0");
     }
 
     #[test]
@@ -598,9 +648,27 @@ mod tests {
             }],
             hostfile: None,
         };
-        let a = facts(&run("j-worker-0", "a", json!({REPLICA_TYPE: "worker", REPLICA_INDEX: "0"}), None, 1));
-        let b = facts(&run("j-worker-0-0-abc", "b", json!({REPLICA_TYPE: "worker", COMPLETION_INDEX: "0"}), Some(("j-worker-0-0", "j")), 1));
-        let c = facts(&run("j-worker-0-0-abc", "b", json!({REPLICA_TYPE: "worker", COMPLETION_INDEX: "0"}), Some(("j-worker-0-0", "j")), 0));
+        let a = facts(&run(
+            "j-worker-0",
+            "a",
+            json!({JOB_NAME: "j", REPLICA_TYPE: "worker", REPLICA_INDEX: "0"}),
+            None,
+            1,
+        ));
+        let b = facts(&run(
+            "j-worker-0-0-abc",
+            "b",
+            json!({JOB_NAME: "j", REPLICA_TYPE: "worker", COMPLETION_INDEX: "0"}),
+            Some(("j-worker-0-0", "j")),
+            1,
+        ));
+        let c = facts(&run(
+            "j-worker-0-0-abc",
+            "b",
+            json!({JOB_NAME: "j", REPLICA_TYPE: "worker", COMPLETION_INDEX: "0"}),
+            Some(("j-worker-0-0", "j")),
+            0,
+        ));
         let ab = differences(&a, &b);
         // Only the label that names the index differs: env, addresses and status agree.
         assert_eq!(ab.len(), 1, "{ab:?}");

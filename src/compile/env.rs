@@ -1,5 +1,5 @@
-//! Environment variables: literal values, downward-API references, and the merge rule that a
-//! user's variable of the same name wins.
+//! Environment variables: literal values, downward-API references, and v1's merge rule: injected
+//! variables follow the user's own.
 
 use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, ObjectFieldSelector};
 
@@ -37,17 +37,16 @@ pub fn field(name: &str, path: &str) -> EnvVar {
     }
 }
 
-/// Puts `injected` before the container's own variables, leaving out every injected name the
-/// user already defines, so the user's value (and its position) wins.
+/// Appends `injected` after the container's own variables, as the v1 operators do. Where a name
+/// repeats, the kubelet takes the last definition, so the injected value wins, and a user's
+/// `$(VAR)` can only refer to variables defined before it (training-operator v1.9.4 and
+/// mpi-operator v0.8.2 behave so; `e2e/differential` compares the pods).
 pub fn inject(container: &mut Container, injected: &[EnvVar]) {
-    let user = container.env.take().unwrap_or_default();
-    let mut merged: Vec<EnvVar> = injected
-        .iter()
-        .filter(|var| !user.iter().any(|own| own.name == var.name))
-        .cloned()
-        .collect();
-    merged.extend(user);
-    if !merged.is_empty() {
-        container.env = Some(merged);
+    if injected.is_empty() {
+        return;
     }
+    container
+        .env
+        .get_or_insert_with(Vec::new)
+        .extend(injected.iter().cloned());
 }

@@ -226,6 +226,9 @@ pub trait Framework {
     const ENV_IN_EVERY_CONTAINER: bool = true;
     /// Whether v1 published `replicaStatuses[].selector` for the kind (PyTorch, Paddle, JAX).
     const REPLICA_SELECTOR: bool = false;
+    /// Whether a failure's reason names its cause (mpi-operator) rather than being
+    /// `<Kind>Failed` whatever the cause (training-operator).
+    const DETAILED_FAILURE_REASON: bool = false;
 
     fn default_restart_policy(replica_type: &str) -> RestartPolicy;
 
@@ -303,6 +306,8 @@ pub trait Compile {
     const NEEDS_SSH_KEY: bool;
     /// Whether the status publishes each replica type's label selector.
     const REPLICA_SELECTOR: bool;
+    /// Whether a failure's reason names its cause.
+    const DETAILED_FAILURE_REASON: bool;
 
     fn compile(&self, options: &Options<'_>) -> Result<Compiled, CompileError>;
 }
@@ -318,6 +323,7 @@ impl<J: HasFramework> Compile for J {
     const OPERATOR_NAME: &'static str = <J::Framework as Framework>::OPERATOR_NAME;
     const NEEDS_SSH_KEY: bool = <J::Framework as Framework>::NEEDS_SSH_KEY;
     const REPLICA_SELECTOR: bool = <J::Framework as Framework>::REPLICA_SELECTOR;
+    const DETAILED_FAILURE_REASON: bool = <J::Framework as Framework>::DETAILED_FAILURE_REASON;
 
     fn compile(&self, options: &Options<'_>) -> Result<Compiled, CompileError> {
         compile::<J::Framework>(self, options)

@@ -55,6 +55,7 @@ impl super::HasFramework for MPIJob {
 impl Framework for Mpi {
     type Job = MPIJob;
     const FRAMEWORK: &'static str = "mpi";
+    const DETAILED_FAILURE_REASON: bool = true;
     const OPERATOR_NAME: &'static str = "mpi-operator";
     const PORT: Option<(&'static str, i32)> = None;
     const NEEDS_SSH_KEY: bool = true;

@@ -36,7 +36,11 @@ impl Case {
     fn job(&self) -> &Value {
         self.documents
             .iter()
-            .find(|d| d["apiVersion"].as_str().is_some_and(|v| v.starts_with("kubeflow.org/")))
+            .find(|d| {
+                d["apiVersion"]
+                    .as_str()
+                    .is_some_and(|v| v.starts_with("kubeflow.org/"))
+            })
             .unwrap_or(&Value::Null)
     }
 
@@ -118,7 +122,12 @@ impl Drop for Peers {
 
 /// Every pod with a v1 job-name label, by uid, in its last version: a watch sees pods that an
 /// operator deletes the moment the job ends (cleanPodPolicy), which a final list would miss.
-fn watch_pods(client: &Client) -> (Arc<Mutex<HashMap<String, Pod>>>, tokio::task::JoinHandle<()>) {
+fn watch_pods(
+    client: &Client,
+) -> (
+    Arc<Mutex<HashMap<String, Pod>>>,
+    tokio::task::JoinHandle<()>,
+) {
     let seen: Arc<Mutex<HashMap<String, Pod>>> = Arc::default();
     let api: Api<Pod> = Api::all(client.clone());
     let config = watcher::Config::default().labels("training.kubeflow.org/job-name");
@@ -199,7 +208,11 @@ async fn hostfile(client: &Client, namespace: &str, pods: &[Value]) -> Option<St
     api.get(&config_map).await.ok()?.data?.remove("hostfile")
 }
 
-async fn run_case(client: &Client, case: &Case, who: &str) -> (TestNamespace, Result<Value, String>) {
+async fn run_case(
+    client: &Client,
+    case: &Case,
+    who: &str,
+) -> (TestNamespace, Result<Value, String>) {
     let namespace = TestNamespace::create(client, &format!("diff-{who}")).await;
     for document in &case.documents {
         let object: kube::api::DynamicObject = match serde_json::from_value(document.clone()) {
@@ -215,7 +228,12 @@ async fn run_case(client: &Client, case: &Case, who: &str) -> (TestNamespace, Re
         match api.create(&Default::default(), &object).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 409 && cluster_scoped => {}
-            Err(e) => return (namespace, Err(format!("creating {}: {e}", document["kind"]))),
+            Err(e) => {
+                return (
+                    namespace,
+                    Err(format!("creating {}: {e}", document["kind"])),
+                );
+            }
         }
     }
     let result = settle(client, case, &namespace.name).await;
@@ -228,7 +246,10 @@ async fn run_all(client: &Client, cases: &[Case], who: &str) -> Vec<Result<Run, 
     let outcomes =
         futures::future::join_all(cases.iter().map(|case| run_case(client, case, who))).await;
     watch.abort();
-    let pods: Vec<Pod> = seen.lock().map(|m| m.values().cloned().collect()).unwrap_or_default();
+    let pods: Vec<Pod> = seen
+        .lock()
+        .map(|m| m.values().cloned().collect())
+        .unwrap_or_default();
     let mut by_namespace: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for pod in pods {
         let ns = pod.namespace().unwrap_or_default();
