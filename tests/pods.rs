@@ -565,6 +565,20 @@ fn check(manifest: &str, user_env: &[(&str, &str)]) -> usize {
     for pod in &pods {
         let replica_type = &replica_types[&pod.replicated_job];
         for container in &pod.containers {
+            // Server-side apply keys env by name: a repeated name would make the JobSet unappliable.
+            let names: Vec<&str> = container
+                .env
+                .iter()
+                .flatten()
+                .map(|v| v.name.as_str())
+                .collect();
+            let unique: BTreeSet<&str> = names.iter().copied().collect();
+            assert_eq!(
+                names.len(),
+                unique.len(),
+                "{}: repeated env {names:?}",
+                pod.hostname
+            );
             let mut actual = resolve(pod, container);
             for name in PLUMBING {
                 actual.remove(*name);

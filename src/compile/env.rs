@@ -37,16 +37,17 @@ pub fn field(name: &str, path: &str) -> EnvVar {
     }
 }
 
-/// Appends `injected` after the container's own variables, as the v1 operators do. Where a name
-/// repeats, the kubelet takes the last definition, so the injected value wins, and a user's
-/// `$(VAR)` can only refer to variables defined before it (training-operator v1.9.4 and
-/// mpi-operator v0.8.2 behave so; `e2e/differential` compares the pods).
+/// Appends `injected` after the container's own variables, as the v1 operators do (checked
+/// against training-operator v1.9.4 and mpi-operator v0.8.2 by `e2e/differential`): the injected
+/// value of a name wins, and a user's `$(VAR)` sees only what is defined before it. v1 leaves the
+/// user's entry of a repeated name in place and the kubelet takes the last; a JobSet cannot carry
+/// the repeat (server-side apply keys env by name), so the user's entry is dropped instead, which
+/// differs only for a user variable that refers to the user's own value of an injected name.
 pub fn inject(container: &mut Container, injected: &[EnvVar]) {
     if injected.is_empty() {
         return;
     }
-    container
-        .env
-        .get_or_insert_with(Vec::new)
-        .extend(injected.iter().cloned());
+    let env = container.env.get_or_insert_with(Vec::new);
+    env.retain(|own| !injected.iter().any(|var| var.name == own.name));
+    env.extend(injected.iter().cloned());
 }
