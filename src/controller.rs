@@ -25,7 +25,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::admission;
 use crate::api::{
@@ -665,15 +665,7 @@ impl<K: Kind> Reconciler<'_, K> {
         // Server-side apply: a field this manager stops sending (a count back at 0) is removed.
         let mut body =
             json!({"apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": next});
-        // A replica status with nothing to say serializes as `{}` (v1 omits zero counts), which
-        // server-side apply stores as null and the CRD then refuses: say `active: 0` instead.
-        if let Some(replicas) = body["status"]["replicaStatuses"].as_object_mut() {
-            for replica in replicas.values_mut() {
-                if replica.as_object().is_some_and(serde_json::Map::is_empty) {
-                    replica["active"] = json!(0);
-                }
-            }
-        }
+        applicable(&mut body["status"]);
         api.patch_status(
             &self.name(),
             &PatchParams::apply(FIELD_MANAGER).force(),
@@ -802,7 +794,7 @@ impl<K: Kind> Reconciler<'_, K> {
         let event = Event {
             type_,
             reason: reason.to_owned(),
-            note: Some(note),
+            note: Some(event_note(note)),
             action: "Reconcile".to_owned(),
             secondary: None,
         };
@@ -815,6 +807,49 @@ impl<K: Kind> Reconciler<'_, K> {
             tracing::warn!(%error, reason, "cannot publish event");
         }
     }
+}
+
+/// Server-side apply stores an empty object as null, which the CRD refuses: an empty
+/// `replicaStatuses` is left out (the field is then removed), and a replica status with nothing
+/// to say (v1 omits zero counts) says `active: 0`.
+fn applicable(status: &mut Value) {
+    let Some(fields) = status.as_object_mut() else {
+        return;
+    };
+    if fields
+        .get("replicaStatuses")
+        .and_then(Value::as_object)
+        .is_some_and(serde_json::Map::is_empty)
+    {
+        fields.remove("replicaStatuses");
+    }
+    if let Some(replicas) = fields
+        .get_mut("replicaStatuses")
+        .and_then(Value::as_object_mut)
+    {
+        for replica in replicas.values_mut() {
+            if replica.as_object().is_some_and(serde_json::Map::is_empty) {
+                replica["active"] = json!(0);
+            }
+        }
+    }
+}
+
+/// The apiserver refuses an event whose note exceeds this many bytes.
+const MAX_EVENT_NOTE: usize = 1024;
+
+/// `note` cut to what an event may carry (a reconcile error quoting the apiserver runs longer),
+/// at a character boundary, marked with an ellipsis.
+fn event_note(mut note: String) -> String {
+    if note.len() > MAX_EVENT_NOTE {
+        let mut end = MAX_EVENT_NOTE - '…'.len_utf8();
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+        note.push('…');
+    }
+    note
 }
 
 /// Creates `object` unless it exists: auxiliary objects are written once and never updated.
@@ -882,5 +917,26 @@ mod tests {
             .map(|n| backoff(n).as_secs())
             .to_vec();
         assert_eq!(delays, [2, 4, 8, 256, 300, 300, 300]);
+    }
+
+    #[test]
+    fn a_status_is_applied_without_empty_objects() {
+        let mut created_suspended = json!({"replicaStatuses": {}, "state": "Suspended"});
+        applicable(&mut created_suspended);
+        assert_eq!(created_suspended, json!({"state": "Suspended"}));
+        let mut ended = json!({"replicaStatuses": {"Worker": {}, "Launcher": {"succeeded": 1}}});
+        applicable(&mut ended);
+        assert_eq!(
+            ended,
+            json!({"replicaStatuses": {"Worker": {"active": 0}, "Launcher": {"succeeded": 1}}})
+        );
+    }
+
+    #[test]
+    fn event_notes_are_cut_to_what_the_apiserver_takes() {
+        assert_eq!(event_note("short".to_owned()), "short");
+        let long = event_note("é".repeat(2000));
+        assert!(long.len() <= MAX_EVENT_NOTE, "{}", long.len());
+        assert!(long.ends_with('…'));
     }
 }

@@ -293,6 +293,15 @@ fn pod_facts(facts: &mut Facts, key: &str, pod: &Value, addresses: &Addresses) {
         put(key.to_owned(), format!("{what}s"), names.join(", "));
         for container in spec[list].as_array().into_iter().flatten() {
             let name = container["name"].as_str().unwrap_or_default();
+            if list == "initContainers" {
+                // One fact: what an operator adds there is one addition.
+                put(
+                    key.to_owned(),
+                    format!("initContainer {name}"),
+                    compact(container),
+                );
+                continue;
+            }
             let location = format!("{key}/{name}");
             for (var, value) in resolved_env(pod, container) {
                 put(location.clone(), format!("env {var}"), value);
@@ -421,8 +430,8 @@ pub fn differences(peer: &Facts, trainset: &Facts) -> Vec<Difference> {
         .collect()
 }
 
-/// A row of the README's "Deviations from v1" table: an aspect (a trailing `*` matches any
-/// rest) and the kinds it concerns (`all`, or a comma-separated list).
+/// A row of the README's "Deviations from v1" table: an aspect (one `*` matches any run of
+/// characters) and the kinds it concerns (`all`, or a comma-separated list).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deviation {
     pub aspect: String,
@@ -433,8 +442,12 @@ impl Deviation {
     pub fn covers(&self, kind: &str, difference: &Difference) -> bool {
         let kind_matches = self.kinds.iter().any(|k| k == "all" || k == kind);
         let aspect = &difference.fact.aspect;
-        let aspect_matches = match self.aspect.strip_suffix('*') {
-            Some(prefix) => aspect.starts_with(prefix),
+        let aspect_matches = match self.aspect.split_once('*') {
+            Some((prefix, suffix)) => {
+                aspect.len() >= prefix.len() + suffix.len()
+                    && aspect.starts_with(prefix)
+                    && aspect.ends_with(suffix)
+            }
             None => *aspect == self.aspect,
         };
         kind_matches && aspect_matches
@@ -629,6 +642,12 @@ mod tests {
         assert_eq!(verdict.documented.len(), 1);
         assert_eq!(verdict.undocumented[0].fact.aspect, "env WORLD_SIZE");
         assert!(!known[1].covers("TFJob", &diff("env PET_NNODES")));
+        let inner = Deviation {
+            aspect: "replicaStatuses.*.selector".into(),
+            kinds: vec!["all".into()],
+        };
+        assert!(inner.covers("TFJob", &diff("replicaStatuses.Worker.selector")));
+        assert!(!inner.covers("TFJob", &diff("replicaStatuses.Worker")));
         assert!(deviations("no table").is_err());
     }
 
