@@ -522,7 +522,7 @@ pub fn report(cases: &[(String, String, Verdict)]) -> String {
     for (name, kind, verdict) in cases {
         let result = match (verdict.undocumented.len(), verdict.documented.len()) {
             (0, 0) => "identical".to_owned(),
-            (0, d) => format!("identical but {d} documented deviation(s)"),
+            (0, d) => format!("differs only by {d} documented deviation(s)"),
             (u, d) => format!("DIFFERENT: {u} undocumented, {d} documented"),
         };
         let _ = writeln!(out, "{name:width$}  {kind:12}  {result}");
