@@ -296,8 +296,18 @@ fn suspend_and_resume_reset_the_start_time() {
 fn a_job_created_suspended_gets_no_start_time_until_resumed() {
     let queued = derive(None, &jobset(true, 0, json!([])), &[], 0);
     assert_eq!(queued.start_time, None);
+    // As training-operator v1.9.4: no replica statuses and no Running condition yet.
+    assert!(queued.replica_statuses.is_empty());
+    assert_eq!(
+        conditions(&queued),
+        [
+            c("Created", "True", "PyTorchJobCreated"),
+            c("Suspended", "True", "PyTorchJobSuspended")
+        ]
+    );
     let admitted = derive(Some(&queued), &jobset(false, 0, json!([])), &[], 5);
     assert_eq!(admitted.start_time, Some(at(5)));
+    assert_eq!(admitted.replica_statuses.len(), 2);
 }
 
 #[test]

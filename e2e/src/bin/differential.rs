@@ -25,6 +25,8 @@ const CASE_LIMIT: Duration = Duration::from_secs(240);
 /// How long a finished job's status may keep changing (counts catching up with the condition).
 const SETTLE_LIMIT: Duration = Duration::from_secs(20);
 const MPI_CONFIG_VOLUME: &str = "mpi-job-config";
+/// Kinds a case may carry besides its job that are not namespaced.
+const CLUSTER_SCOPED: &[&str] = &["PriorityClass", "ClusterTrainingRuntime"];
 
 struct Case {
     name: String,
@@ -215,11 +217,17 @@ async fn run_case(
 ) -> (TestNamespace, Result<Value, String>) {
     let namespace = TestNamespace::create(client, &format!("diff-{who}")).await;
     for document in &case.documents {
+        let cluster_scoped = CLUSTER_SCOPED.iter().any(|k| document["kind"] == *k);
+        // Each run has a namespace of its own, whatever the manifest names.
+        let mut document = document.clone();
+        if let Some(meta) = document["metadata"].as_object_mut() {
+            meta.remove("namespace");
+        }
         let object: kube::api::DynamicObject = match serde_json::from_value(document.clone()) {
             Ok(o) => o,
             Err(e) => return (namespace, Err(format!("manifest: {e}"))),
         };
-        let cluster_scoped = document["kind"] == "PriorityClass";
+        let document = &document;
         let api = dynamic_api(
             client,
             document,
