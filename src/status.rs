@@ -96,6 +96,7 @@ pub fn derive(
     let suspended = jobset.spec.suspend == Some(true);
     let restarts = jobset_status.map_or(0, |s| s.restarts);
     status.restarts = Some(restarts);
+    let before = status.replica_statuses.clone();
     // v1 writes replica statuses once a job runs: one created suspended has none until resumed.
     if !(suspended && status.replica_statuses.is_empty()) {
         status.replica_statuses = replica_statuses(subject, observed.jobs, restarts);
@@ -115,8 +116,17 @@ pub fn derive(
         );
         conditions.stop(RUNNING);
         conditions.remove(RESTARTING);
-        for replica in status.replica_statuses.values_mut() {
-            replica.succeeded = replica.succeeded.saturating_add(replica.active);
+        // Pods still active at success count as succeeded, as in v1. JobSet deletes the active
+        // Jobs as it completes, so some may be gone from what was observed: what the last
+        // status counted is a floor.
+        for (replica_type, replica) in &mut status.replica_statuses {
+            let counted = before
+                .get(replica_type)
+                .map_or(0, |r| r.succeeded.saturating_add(r.active));
+            replica.succeeded = replica
+                .succeeded
+                .saturating_add(replica.active)
+                .max(counted);
             replica.active = 0;
         }
         status.completion_time = Some(now.clone());

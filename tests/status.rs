@@ -311,6 +311,37 @@ fn a_job_created_suspended_gets_no_start_time_until_resumed() {
 }
 
 #[test]
+fn workers_active_at_success_stay_counted_when_their_jobs_are_already_gone() {
+    let running = derive(
+        None,
+        &jobset(false, 0, json!([])),
+        &[
+            job("master", 0, 1, 0, 0),
+            job("worker", 0, 1, 0, 0),
+            job("worker", 0, 1, 0, 0),
+        ],
+        0,
+    );
+    // JobSet completed and already deleted one of the two active worker Jobs.
+    let done = jobset(
+        false,
+        0,
+        json!([condition("Completed", "AllJobsCompleted", "done")]),
+    );
+    let succeeded = derive(
+        Some(&running),
+        &done,
+        &[job("master", 0, 0, 1, 0), job("worker", 0, 1, 0, 0)],
+        9,
+    );
+    let counts = |t: &str| {
+        let r = &succeeded.replica_statuses[t];
+        (r.active, r.succeeded, r.failed)
+    };
+    assert_eq!((counts("Master"), counts("Worker")), ((0, 1, 0), (0, 2, 0)));
+}
+
+#[test]
 fn a_job_first_seen_finished_starts_when_its_earliest_job_started() {
     let done = jobset(
         false,
