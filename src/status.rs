@@ -204,7 +204,8 @@ fn earliest_start(jobs: &[Job]) -> Option<Time> {
 }
 
 /// Marks the job `Failed` with `<Kind><reason>`: for what trainset itself decides (an invalid
-/// spec, an exceeded deadline).
+/// spec, an exceeded deadline). trainset then stops the pods, so none counts as active, as in
+/// training-operator v1.9.4.
 pub fn fail(
     subject: &Subject<'_>,
     previous: Option<&JobStatus>,
@@ -224,6 +225,9 @@ pub fn fail(
     conditions.set(FAILED, true, &reason, message);
     conditions.stop(RUNNING);
     conditions.remove(RESTARTING);
+    for replica in status.replica_statuses.values_mut() {
+        replica.active = 0;
+    }
     status.completion_time = Some(now.clone());
     status.state = Some(FAILED.to_owned());
     status

@@ -420,6 +420,9 @@ fn trainset_decided_failures_are_terminal() {
             c("Failed", "True", "PyTorchJobDeadlineExceeded")
         ]
     );
+    // Its pods are stopped: none counts as active any more.
+    assert_eq!(running.replica_statuses["Worker"].active, 1);
+    assert_eq!(expired.replica_statuses["Worker"].active, 0);
     assert_eq!(
         status::fail(&SUBJECT, Some(&expired), "Other", "x", &at(90)),
         expired
