@@ -38,11 +38,12 @@ pub fn field(name: &str, path: &str) -> EnvVar {
 }
 
 /// Appends `injected` after the container's own variables, as the v1 operators do (checked
-/// against training-operator v1.9.4 and mpi-operator v0.8.2 by `e2e/differential`): the injected
-/// value of a name wins, and a user's `$(VAR)` sees only what is defined before it. v1 leaves the
-/// user's entry of a repeated name in place and the kubelet takes the last; a JobSet cannot carry
-/// the repeat (server-side apply keys env by name), so the user's entry is dropped instead, which
-/// differs only for a user variable that refers to the user's own value of an injected name.
+/// against training-operator v1.9.4 by `e2e/differential`; MPIJob follows the same rule): the
+/// injected value of a name wins, and a user's `$(VAR)` sees only what is defined before it. v1
+/// leaves the user's entry of a repeated name in place and the kubelet takes the last; a JobSet
+/// cannot carry the repeat (server-side apply keys env by name), so the user's entry is dropped
+/// instead, which differs only for a user variable that refers to the user's own value of an
+/// injected name.
 pub fn inject(container: &mut Container, injected: &[EnvVar]) {
     if injected.is_empty() {
         return;
