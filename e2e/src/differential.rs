@@ -7,16 +7,16 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use jobset_types::keys::{
+    JOB_COMPLETION_INDEX as COMPLETION_INDEX, label::JOB_INDEX as JOBSET_JOB_INDEX,
+};
 use serde_json::Value;
+use trainset::compile::{JOB_NAME, JOB_ROLE, REPLICA_TYPE};
 
 /// Prefix of the v1 labels compared on pods.
 const V1_LABELS: &str = "training.kubeflow.org/";
-const JOB_NAME: &str = "training.kubeflow.org/job-name";
-const REPLICA_TYPE: &str = "training.kubeflow.org/replica-type";
+/// The v1 operators' per-pod index label (trainset has none yet: issue 10).
 const REPLICA_INDEX: &str = "training.kubeflow.org/replica-index";
-const JOB_ROLE: &str = "training.kubeflow.org/job-role";
-const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
-const JOBSET_JOB_INDEX: &str = "jobset.sigs.k8s.io/job-index";
 /// Volumes the apiserver adds to every pod (the ServiceAccount token), named with a random suffix.
 const TOKEN_VOLUME_PREFIX: &str = "kube-api-access-";
 const ABSENT: &str = "—";

@@ -338,6 +338,25 @@ pub async fn wait_event(client: &Client, ns: &str, name: &str, type_: &str, reas
     .await;
 }
 
+/// An upstream operator started with `e2e/cluster peer <name> start` and stopped again (a v1
+/// peer restoring trainset's CRDs) when the guard drops, pass or fail.
+pub struct Peer(&'static str);
+
+impl Peer {
+    pub fn start(name: &'static str) -> Self {
+        cluster(&["peer", name, "start"]);
+        Peer(name)
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(repo_root().join("e2e/cluster"))
+            .args(["peer", self.0, "stop"])
+            .status();
+    }
+}
+
 pub mod operator {
     //! The trainset controller as a child process of the test binary, running as the
     //! ServiceAccount of `deploy/rbac.yaml` (so every operator test also proves that RBAC is

@@ -5,25 +5,23 @@
 
 use std::time::Duration;
 
-use serde_json::json;
-use trainset_e2e::{TestNamespace, client, cluster, condition, create, wait_for};
+use kube::api::{Api, DynamicObject};
+use serde_json::{Value, json};
+use trainset_e2e::{Peer, TestNamespace, client, condition, create, wait_for};
 
-/// Stops the peer (restoring trainset's CRDs for a v1 peer) when the test ends, pass or fail.
-struct Peer(&'static str);
-
-impl Peer {
-    fn start(name: &'static str) -> Self {
-        cluster(&["peer", name, "start"]);
-        Peer(name)
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new(trainset_e2e::repo_root().join("e2e/cluster"))
-            .args(["peer", self.0, "stop"])
-            .status();
-    }
+/// Waits until condition `type_` of the job is True, failing at once if it fails instead.
+async fn wait_condition(
+    api: &Api<DynamicObject>,
+    name: &str,
+    type_: &str,
+    limit: Duration,
+) -> Value {
+    wait_for(limit, &format!("{name} to be {type_}"), || async {
+        let status = api.get(name).await.ok()?.data["status"].clone();
+        assert_ne!(condition(&status, "Failed")["status"], "True", "{status}");
+        (condition(&status, type_)["status"] == "True").then_some(status)
+    })
+    .await
 }
 
 #[tokio::test]
@@ -41,17 +39,7 @@ async fn peer_a_pytorchjob_succeeds_under_training_operator() {
         }}
     });
     let api = create(&client, &ns.name, &manifest).await;
-    let status = wait_for(
-        Duration::from_secs(120),
-        "the PyTorchJob to succeed under training-operator",
-        || async {
-            let job = api.get("smoke").await.ok()?;
-            let status = job.data["status"].clone();
-            assert_ne!(condition(&status, "Failed")["status"], "True", "{status}");
-            (condition(&status, "Succeeded")["status"] == "True").then_some(status)
-        },
-    )
-    .await;
+    let status = wait_condition(&api, "smoke", "Succeeded", Duration::from_secs(120)).await;
     assert_eq!(
         condition(&status, "Succeeded")["reason"],
         "PyTorchJobSucceeded"
@@ -90,17 +78,7 @@ async fn peer_a_trainjob_completes_under_trainer() {
         }
     });
     let api = create(&client, &ns.name, &manifest).await;
-    let status = wait_for(
-        Duration::from_secs(180),
-        "the TrainJob to complete under Trainer v2.3.0",
-        || async {
-            let job = api.get("smoke").await.ok()?;
-            let status = job.data["status"].clone();
-            assert_ne!(condition(&status, "Failed")["status"], "True", "{status}");
-            (condition(&status, "Complete")["status"] == "True").then_some(status)
-        },
-    )
-    .await;
+    let status = wait_condition(&api, "smoke", "Complete", Duration::from_secs(180)).await;
     assert_eq!(condition(&status, "Complete")["reason"], "AllJobsCompleted");
     // Trainer built a JobSet of the runtime's shape for it.
     let jobsets = trainset_e2e::dynamic_api(

@@ -18,7 +18,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 use trainset_e2e::differential::{self, Run};
-use trainset_e2e::{TestNamespace, client, cluster, dynamic_api, operator, repo_root};
+use trainset_e2e::{Peer, TestNamespace, client, dynamic_api, operator, repo_root};
 
 /// How long one case may take to reach its end under one operator.
 const CASE_LIMIT: Duration = Duration::from_secs(240);
@@ -95,30 +95,6 @@ fn peer_of(kind: &str) -> &'static str {
         "mpi-operator"
     } else {
         "training-operator"
-    }
-}
-
-/// Started peers, stopped again (and trainset's CRDs restored) whatever happens.
-struct Peers(Vec<&'static str>);
-
-impl Peers {
-    fn start(names: BTreeSet<&'static str>) -> Self {
-        let mut peers = Peers(Vec::new());
-        for name in names {
-            peers.0.push(name);
-            cluster(&["peer", name, "start"]);
-        }
-        peers
-    }
-}
-
-impl Drop for Peers {
-    fn drop(&mut self) {
-        for name in self.0.drain(..) {
-            let _ = std::process::Command::new(repo_root().join("e2e/cluster"))
-                .args(["peer", name, "stop"])
-                .status();
-        }
     }
 }
 
@@ -317,7 +293,8 @@ async fn main() -> ExitCode {
 
     let started = Instant::now();
     let upstream = {
-        let _peers = Peers::start(cases.iter().map(|c| peer_of(&c.kind)).collect());
+        let peers: BTreeSet<&'static str> = cases.iter().map(|c| peer_of(&c.kind)).collect();
+        let _started: Vec<Peer> = peers.into_iter().map(Peer::start).collect();
         run_all(&client, &cases, "upstream").await
     };
     let upstream_time = started.elapsed();
