@@ -58,6 +58,9 @@ enum Command {
         #[arg(long, env = "TRAINSET_CRDS_DIR")]
         dir: Option<PathBuf>,
     },
+    /// Print the MutatingAdmissionPolicy and binding that give pods v1's per-pod labels
+    /// (`deploy/pod-labels.yaml`).
+    PodLabels,
 }
 
 /// Leader election on a coordination.k8s.io Lease, so several replicas can run.
@@ -99,6 +102,10 @@ fn main() -> anyhow::Result<()> {
             cluster_domain,
         } => render(&file, &namespace, cluster_domain.as_deref(), output),
         Command::Crds { dir } => print_crds(dir),
+        Command::PodLabels => {
+            print!("{}", trainset::pod_labels::to_yaml()?);
+            Ok(())
+        }
     }
 }
 

@@ -79,3 +79,19 @@ fn crds_carry_names_columns_and_subresources() {
         assert_eq!(subresources.scale.is_some(), names.kind == "PyTorchJob");
     }
 }
+
+/// The Kubeflow SDK's models refuse a job without runPolicy, so the apiserver stores one.
+#[test]
+fn every_crd_defaults_run_policy_to_empty() {
+    for crd in trainset::crds::all().expect("CRDs build") {
+        let schema = serde_json::to_value(&crd.spec.versions[0].schema).expect("schema as JSON");
+        let run_policy =
+            &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["runPolicy"];
+        assert_eq!(
+            run_policy["default"],
+            serde_json::json!({}),
+            "{}",
+            crd.spec.names.kind
+        );
+    }
+}

@@ -153,8 +153,8 @@ fn common_rules<K: TrainingJob>() -> Vec<Rule> {
     rules
 }
 
-/// Adds the kind's CEL rules, the replica-spec map bounds and the allowed `managedBy` values to
-/// the CRD generated from the Rust types.
+/// Adds the kind's CEL rules, the replica-spec map bounds, the allowed `managedBy` values and the
+/// `runPolicy: {}` default to the CRD generated from the Rust types.
 pub fn with_rules<K: TrainingJob>(
     crd: CustomResourceDefinition,
 ) -> Result<CustomResourceDefinition, serde_json::Error> {
@@ -172,6 +172,9 @@ pub fn with_rules<K: TrainingJob>(
         map["maxProperties"] = json!(K::REPLICA_TYPES.len());
         spec["properties"]["runPolicy"]["properties"]["managedBy"]["enum"] =
             json!(K::MANAGED_BY_VALUES);
+        // A job applied without runPolicy is stored with an empty one, which means the same to
+        // trainset; the Kubeflow SDK's models refuse a job whose runPolicy is missing.
+        spec["properties"]["runPolicy"]["default"] = json!({});
         for rule in common_rules::<K>().into_iter().chain(K::extra_rules()) {
             let target = match &rule.place {
                 Place::Root => &mut *root,

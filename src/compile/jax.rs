@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::core::v1::EnvVar;
 
-use super::{Context, Framework, Group, Success, env};
+use super::{Context, Framework, Group, MasterRole, Success, env};
 use crate::api::{JAXJob, RestartPolicy};
 
 pub struct Jax;
@@ -20,6 +20,11 @@ impl Framework for Jax {
 
     fn default_restart_policy(_replica_type: &str) -> RestartPolicy {
         RestartPolicy::Never
+    }
+
+    /// v1 marks the pod of index 0, whatever its type.
+    fn master_role(_ctx: &Context<'_, JAXJob>, _group: &Group<'_>) -> MasterRole {
+        MasterRole::FirstPod
     }
 
     fn env(ctx: &Context<'_, JAXJob>, group: &Group<'_>) -> Vec<EnvVar> {

@@ -9,6 +9,13 @@ pub const JOB_NAME: &str = "training.kubeflow.org/job-name";
 pub const REPLICA_TYPE: &str = "training.kubeflow.org/replica-type";
 pub const OPERATOR_NAME: &str = "training.kubeflow.org/operator-name";
 pub const JOB_ROLE: &str = "training.kubeflow.org/job-role";
+/// Set per pod by the pod-labels admission policy, from the annotations below.
+pub const REPLICA_INDEX: &str = "training.kubeflow.org/replica-index";
+/// On a pod template whose pods get v1's replica-index label: what to add to the pod's index
+/// within its replica type (mpi-operator counts workers from 1 when the launcher is a worker).
+pub const REPLICA_INDEX_OFFSET: &str = "trainset.io/replica-index-offset";
+/// On a pod template where only one index carries `job-role: master`: that replica-index.
+pub const MASTER_REPLICA_INDEX: &str = "trainset.io/master-replica-index";
 /// Marks every object trainset creates; the controller selects the Jobs of its JobSets by it.
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 pub const TRAINSET: &str = "trainset";

@@ -36,7 +36,10 @@ use crate::api::{
     XGBoostJob,
 };
 
-pub use meta::{JOB_NAME, JOB_ROLE, MANAGED_BY, OPERATOR_NAME, REPLICA_TYPE, TRAINSET};
+pub use meta::{
+    JOB_NAME, JOB_ROLE, MANAGED_BY, MASTER_REPLICA_INDEX, OPERATOR_NAME, REPLICA_INDEX,
+    REPLICA_INDEX_OFFSET, REPLICA_TYPE, TRAINSET,
+};
 pub use mpi::SshKeyPair;
 
 /// Whole-gang restarts the default JobSet failure policy allows before the job fails.
@@ -194,6 +197,47 @@ impl<J> Context<'_, J> {
     }
 }
 
+/// Which pods of a replica type v1 labelled `training.kubeflow.org/job-role: master`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MasterRole {
+    NoPod,
+    /// Every pod: the label goes on the pod template.
+    EveryPod,
+    /// Only pod 0 (v1's worker 0 of a job without a chief or master). One template serves every
+    /// index, so the template names the index in an annotation and the pod-labels admission
+    /// policy labels that pod when it is created.
+    FirstPod,
+}
+
+impl MasterRole {
+    /// v1's rule where one replica type is the master (XGBoostJob, PaddleJob).
+    fn type_is(group: &Group<'_>, master: &str) -> Self {
+        if group.replica_type == master {
+            Self::EveryPod
+        } else {
+            Self::NoPod
+        }
+    }
+
+    /// v1's rule for TFJob and PyTorchJob: the `coordinators` types when the job has one, else
+    /// worker 0.
+    fn coordinator_or_first_worker<J>(
+        ctx: &Context<'_, J>,
+        group: &Group<'_>,
+        coordinators: &[&str],
+    ) -> Self {
+        if coordinators.contains(&group.replica_type) {
+            Self::EveryPod
+        } else if group.replica_type == "Worker"
+            && !coordinators.iter().any(|c| ctx.group(c).is_some())
+        {
+            Self::FirstPod
+        } else {
+            Self::NoPod
+        }
+    }
+}
+
 /// Which replicated jobs must succeed for the JobSet to succeed.
 pub struct Success {
     /// Replicated jobs the JobSet's `successPolicy` (operator All) targets.
@@ -245,16 +289,27 @@ pub trait Framework {
         Layout::Indexed
     }
 
-    /// Replica types whose pods v1 labelled `training.kubeflow.org/job-role: master`.
-    const MASTER_ROLE: &'static [&'static str] = &[];
+    /// Which pods of `group` v1 labelled `training.kubeflow.org/job-role: master`.
+    fn master_role(_ctx: &Context<'_, Self::Job>, _group: &Group<'_>) -> MasterRole {
+        MasterRole::NoPod
+    }
 
-    /// Labels added to one replica type's pods besides the shared ones (v1's job-role).
-    fn role_labels(group: &Group<'_>) -> Vec<(&'static str, &'static str)> {
-        if Self::MASTER_ROLE.contains(&group.replica_type) {
-            vec![(JOB_ROLE, "master")]
-        } else {
-            Vec::new()
+    /// Labels every pod of one replica type carries besides the shared ones (v1's job-role); the
+    /// per-pod ones come from the pod-labels admission policy (see [`MasterRole::FirstPod`]).
+    fn role_labels(
+        ctx: &Context<'_, Self::Job>,
+        group: &Group<'_>,
+    ) -> Vec<(&'static str, &'static str)> {
+        match Self::master_role(ctx, group) {
+            MasterRole::EveryPod => vec![(JOB_ROLE, "master")],
+            MasterRole::NoPod | MasterRole::FirstPod => Vec::new(),
         }
+    }
+
+    /// What v1's `training.kubeflow.org/replica-index` of pod `i` of `group` is: `i` plus this
+    /// offset, or no label at all (`None`).
+    fn replica_index_offset(_ctx: &Context<'_, Self::Job>, _group: &Group<'_>) -> Option<i32> {
+        Some(0)
     }
 
     /// Variables for the containers of `group`, in order; a user's variable of the same name wins.
@@ -528,8 +583,15 @@ fn pod_template<F: Framework>(ctx: &Context<'_, F::Job>, group: &Group<'_>) -> P
     labels.insert(JOB_NAME.to_owned(), ctx.owner.job_name_label());
     labels.insert(REPLICA_TYPE.to_owned(), group.name.clone());
     labels.insert(OPERATOR_NAME.to_owned(), F::OPERATOR_NAME.to_owned());
-    for (key, value) in F::role_labels(group) {
+    for (key, value) in F::role_labels(ctx, group) {
         labels.insert(key.to_owned(), value.to_owned());
+    }
+    if let Some(offset) = F::replica_index_offset(ctx, group) {
+        let annotations = metadata.annotations.get_or_insert_with(Default::default);
+        annotations.insert(REPLICA_INDEX_OFFSET.to_owned(), offset.to_string());
+        if F::master_role(ctx, group) == MasterRole::FirstPod {
+            annotations.insert(MASTER_REPLICA_INDEX.to_owned(), offset.to_string());
+        }
     }
 
     let pod = template.spec.get_or_insert_with(Default::default);

@@ -82,10 +82,24 @@ impl Framework for Mpi {
     }
 
     /// mpi-operator's roles: `launcher` and `worker`.
-    fn role_labels(group: &Group<'_>) -> Vec<(&'static str, &'static str)> {
+    fn role_labels(
+        _ctx: &Context<'_, MPIJob>,
+        group: &Group<'_>,
+    ) -> Vec<(&'static str, &'static str)> {
         match group.replica_type {
             "Launcher" => vec![(JOB_ROLE, "launcher")],
             _ => vec![(JOB_ROLE, "worker")],
+        }
+    }
+
+    /// mpi-operator numbers only workers, unless the launcher is a worker too: then it is index
+    /// 0 and the workers count from 1.
+    fn replica_index_offset(ctx: &Context<'_, MPIJob>, group: &Group<'_>) -> Option<i32> {
+        let launcher_is_worker = ctx.job.spec.run_launcher_as_worker == Some(true);
+        match (group.replica_type, launcher_is_worker) {
+            ("Launcher", false) => None,
+            ("Launcher", true) => Some(0),
+            (_, launcher_is_worker) => Some(i32::from(launcher_is_worker)),
         }
     }
 

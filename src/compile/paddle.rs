@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::core::v1::EnvVar;
 
-use super::{Context, Framework, Group, Success, env};
+use super::{Context, Framework, Group, MasterRole, Success, env};
 use crate::api::{PaddleJob, RestartPolicy};
 
 pub struct Paddle;
@@ -18,7 +18,9 @@ impl Framework for Paddle {
     const OPERATOR_NAME: &'static str = "paddlejob-controller";
     const PORT: Option<(&'static str, i32)> = Some(("master", 36543));
 
-    const MASTER_ROLE: &'static [&'static str] = &["Master"];
+    fn master_role(_ctx: &Context<'_, PaddleJob>, group: &Group<'_>) -> MasterRole {
+        MasterRole::type_is(group, "Master")
+    }
 
     fn default_restart_policy(_replica_type: &str) -> RestartPolicy {
         RestartPolicy::OnFailure

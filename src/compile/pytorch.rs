@@ -5,7 +5,7 @@ use jobset_types::{DependsOn, DependsOnStatus};
 use k8s_openapi::api::batch::v1::{SuccessPolicy as JobSuccessPolicy, SuccessPolicyRule};
 use k8s_openapi::api::core::v1::EnvVar;
 
-use super::{Context, Framework, Group, Layout, Success, env};
+use super::{Context, Framework, Group, Layout, MasterRole, Success, env};
 use crate::api::{PyTorchJob, RestartPolicy};
 
 pub struct PyTorch;
@@ -21,7 +21,9 @@ impl Framework for PyTorch {
     const OPERATOR_NAME: &'static str = "pytorchjob-controller";
     const PORT: Option<(&'static str, i32)> = Some(("pytorchjob-port", 23456));
 
-    const MASTER_ROLE: &'static [&'static str] = &["Master"];
+    fn master_role(ctx: &Context<'_, PyTorchJob>, group: &Group<'_>) -> MasterRole {
+        MasterRole::coordinator_or_first_worker(ctx, group, &["Master"])
+    }
 
     fn default_restart_policy(_replica_type: &str) -> RestartPolicy {
         RestartPolicy::OnFailure

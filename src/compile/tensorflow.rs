@@ -4,7 +4,7 @@ use k8s_openapi::api::batch::v1::{SuccessPolicy as JobSuccessPolicy, SuccessPoli
 use k8s_openapi::api::core::v1::EnvVar;
 use serde_json::{Map, Value, json};
 
-use super::{Context, Framework, Group, Success, env};
+use super::{Context, Framework, Group, MasterRole, Success, env};
 use crate::api::{RestartPolicy, TFJob, TFSuccessPolicy};
 
 pub struct TensorFlow;
@@ -20,7 +20,9 @@ impl Framework for TensorFlow {
     const PORT: Option<(&'static str, i32)> = Some(("tfjob-port", 2222));
     const ENV_IN_EVERY_CONTAINER: bool = false;
 
-    const MASTER_ROLE: &'static [&'static str] = &["Chief", "Master"];
+    fn master_role(ctx: &Context<'_, TFJob>, group: &Group<'_>) -> MasterRole {
+        MasterRole::coordinator_or_first_worker(ctx, group, &["Chief", "Master"])
+    }
 
     fn default_restart_policy(_replica_type: &str) -> RestartPolicy {
         RestartPolicy::Never

@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::EnvVar;
 
-use super::{Context, Framework, Group, Layout, Success, env};
+use super::{Context, Framework, Group, Layout, MasterRole, Success, env};
 use crate::api::{RestartPolicy, XGBoostJob};
 
 pub struct XGBoost;
@@ -18,7 +18,9 @@ impl Framework for XGBoost {
     const OPERATOR_NAME: &'static str = "xgboostjob-controller";
     const PORT: Option<(&'static str, i32)> = Some(("xgboostjob-port", 9999));
 
-    const MASTER_ROLE: &'static [&'static str] = &["Master"];
+    fn master_role(_ctx: &Context<'_, XGBoostJob>, group: &Group<'_>) -> MasterRole {
+        MasterRole::type_is(group, "Master")
+    }
 
     fn default_restart_policy(_replica_type: &str) -> RestartPolicy {
         RestartPolicy::Never
