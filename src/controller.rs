@@ -36,6 +36,7 @@ use crate::compile::{
     Compile, CompileError, Compiled, JOB_NAME, MANAGED_BY, OPERATOR_NAME, Options, SshKeyPair,
     TRAINSET,
 };
+use crate::pod_labels;
 use crate::status::{self, Observed, Subject};
 use crate::suspend::{self, Control};
 use crate::telemetry::{JobLabels, KindLabels, Metrics};
@@ -165,6 +166,13 @@ pub async fn run(
     if !wait_for_jobset_crd(&client, shutdown.clone()).await? {
         return Ok(());
     }
+    let labels = pod_labels_support(&client).await;
+    metrics.pod_labels_policy.set(i64::from(labels.active()));
+    if labels.active() {
+        tracing::info!("{}", labels.message());
+    } else {
+        tracing::warn!("{}", labels.message());
+    }
     ready.store(true, Ordering::Relaxed);
     let reporter = Reporter {
         controller: FIELD_MANAGER.to_owned(),
@@ -187,6 +195,42 @@ pub async fn run(
     );
     tracing::info!("controllers stopped");
     Ok(())
+}
+
+/// Whether the pod-labels policy and its binding are installed (read once, at startup).
+async fn pod_labels_support(client: &Client) -> pod_labels::Support {
+    use pod_labels::{POLICY_API, POLICY_KIND, POLICY_NAME, POLICY_PLURAL, Support};
+    let served = match client.list_api_group_resources(POLICY_API).await {
+        Ok(list) => list.resources.iter().any(|r| r.name == POLICY_PLURAL),
+        Err(kube::Error::Api(error)) if error.code == 404 => false,
+        Err(error) => return Support::Unknown(error.to_string()),
+    };
+    if !served {
+        return Support::ApiMissing;
+    }
+    let (group, version) = POLICY_API.split_once('/').unwrap_or_default();
+    for (kind, plural) in [
+        (POLICY_KIND, POLICY_PLURAL),
+        (
+            "MutatingAdmissionPolicyBinding",
+            "mutatingadmissionpolicybindings",
+        ),
+    ] {
+        let resource = ApiResource {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            api_version: POLICY_API.to_owned(),
+            kind: kind.to_owned(),
+            plural: plural.to_owned(),
+        };
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        match api.get_opt(POLICY_NAME).await {
+            Ok(Some(_)) => {}
+            Ok(None) => return Support::NotInstalled { missing: kind },
+            Err(error) => return Support::Unknown(error.to_string()),
+        }
+    }
+    Support::Installed
 }
 
 /// Waits, logging why, until the JobSet CRD is established. Returns false on shutdown.

@@ -12,6 +12,7 @@ use axum::routing::get;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -54,6 +55,8 @@ pub struct Metrics {
     pub restarted: Family<JobLabels, Counter>,
     pub reconcile_seconds: Family<KindLabels, Histogram>,
     pub jobset_creation_seconds: Family<KindLabels, Histogram>,
+    /// 1 when pods get v1's per-pod labels (the pod-labels policy is installed), else 0.
+    pub pod_labels_policy: Gauge,
     registry: Registry,
 }
 
@@ -106,7 +109,14 @@ impl Default for Metrics {
             "Time from a training job's creation to its JobSet's creation",
             jobset_creation_seconds.clone(),
         );
+        let pod_labels_policy = Gauge::default();
+        registry.register(
+            "trainset_pod_labels_policy",
+            "1 when the MutatingAdmissionPolicy trainset-pod-labels and its binding were found at startup",
+            pod_labels_policy.clone(),
+        );
         Self {
+            pod_labels_policy,
             created,
             deleted,
             successful,

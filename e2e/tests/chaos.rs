@@ -9,13 +9,15 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use jobset_types::JobSet;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
+use trainset::compile::REPLICA_INDEX;
 use trainset_e2e::operator::{self, Extra};
 use trainset_e2e::{
-    TestNamespace, client, cluster, create, delay, dynamic_api, events_for, http_get, install_crds,
-    loopback, status, wait_for, wait_state,
+    TestNamespace, apply, client, cluster, create, delay, dynamic_api, events_for, http_get,
+    install_crds, loopback, repo_root, status, wait_for, wait_state, yaml_documents,
 };
 
 /// Port offsets of the chaos tests' operators (see `trainset_e2e::loopback`).
@@ -362,5 +364,64 @@ async fn chaos_f_a_finished_job_stays_finished_across_restarts_and_jobset_deleti
         "no new JobSet for a finished job"
     );
     drop(second);
+    ns.delete().await;
+}
+
+/// Without the pod-labels policy's binding (a cluster where it was never installed), trainset
+/// says so at startup (warning log, `trainset_pod_labels_policy 0`) and jobs run as before, only
+/// without the per-pod labels. The binding is put back whatever happens.
+#[tokio::test]
+#[ignore = "needs e2e/cluster up"]
+async fn chaos_g_without_the_pod_labels_policy_trainset_says_so_and_runs_jobs() {
+    let (client, ns) = setup("no-policy").await;
+    let text = std::fs::read_to_string(repo_root().join("deploy/pod-labels.yaml"))
+        .expect("deploy/pod-labels.yaml");
+    let binding = yaml_documents(&text)
+        .into_iter()
+        .find(|o| o["kind"] == "MutatingAdmissionPolicyBinding")
+        .expect("the binding");
+    let name = binding["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let bindings = dynamic_api(&client, &binding, None);
+    bindings
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete the binding");
+
+    let body = {
+        let (client, ns_name) = (client.clone(), ns.name.clone());
+        tokio::spawn(async move {
+            let (operator, _) = leading_operator(&client, FIRST_PORT).await;
+            let (_, metrics) = http_get(&loopback(FIRST_PORT), "/metrics")
+                .await
+                .expect("metrics");
+            assert!(
+                metrics.lines().any(|l| l == "trainset_pod_labels_policy 0"),
+                "the operator reports the missing policy"
+            );
+            let api = create(&client, &ns_name, &small_job("unlabelled")).await;
+            wait_state(&api, "unlabelled", "Succeeded", Duration::from_secs(60)).await;
+            let pods: Api<Pod> = Api::namespaced(client.clone(), &ns_name);
+            let list = pods.list(&ListParams::default()).await.expect("pods");
+            assert!(!list.items.is_empty());
+            for pod in list.items {
+                assert!(
+                    !pod.labels().contains_key(REPLICA_INDEX),
+                    "{}: no policy, no replica-index",
+                    pod.name_any()
+                );
+            }
+            drop(operator);
+        })
+    };
+    let outcome = body.await;
+    apply(&client, &binding, None)
+        .await
+        .expect("put the binding back");
+    if let Err(error) = outcome {
+        std::panic::resume_unwind(error.into_panic());
+    }
     ns.delete().await;
 }

@@ -1,0 +1,287 @@
+"""The Kubeflow Training Operator's Python SDK (kubeflow-training 1.9.4, from PyPI, unchanged)
+against trainset on the local control plane: every call a user of the v1 operator makes, for
+each of the five kubeflow.org/v1 kinds the SDK and trainset share, plus the assertions of the
+SDK's own e2e tests (training-operator v1.9.4, sdk/python/test/e2e) in our words.
+
+Run by e2e/sdk/run, which makes the venv, starts trainset and sets KUBECONFIG.
+"""
+
+import time
+import uuid
+
+import pytest
+from kubeflow.training import TrainingClient
+from kubeflow.training import models as m
+from kubeflow.training.constants import constants
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+
+KWOK_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
+KWOK_JITTER = "pod-complete.stage.kwok.x-k8s.io/jitter-delay"
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+WAIT = 180  # seconds any one wait may take
+
+
+def wait_until(what, check, limit=WAIT):
+    """Polls check() every half second until it returns a true value; fails after limit."""
+    deadline = time.monotonic() + limit
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {limit}s waiting for {what}")
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def namespace():
+    core = k8s.CoreV1Api()
+    name = f"sdk-{uuid.uuid4().hex[:6]}"
+    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.fixture(scope="module")
+def training_client():
+    # Loads KUBECONFIG, as a user's notebook would.
+    return TrainingClient()
+
+
+def pod_template(container, seconds):
+    """A pod KWOK completes after `seconds`."""
+    delay = f"{seconds}s"
+    return k8s.V1PodTemplateSpec(
+        metadata=k8s.V1ObjectMeta(annotations={KWOK_DELAY: delay, KWOK_JITTER: delay}),
+        spec=k8s.V1PodSpec(containers=[k8s.V1Container(name=container, image="busybox")]),
+    )
+
+
+def replica(count, container, seconds, restart_policy="OnFailure"):
+    return m.KubeflowOrgV1ReplicaSpec(
+        replicas=count,
+        restart_policy=restart_policy,
+        template=pod_template(container, seconds),
+    )
+
+
+# Per kind: the model classes, the replica-specs field, the replica types (name, count, seconds a
+# pod runs) and which pod v1 labels job-role=master. The coordinator outlives the others by a few
+# seconds, so every pod has finished when the job succeeds; TFJob's parameter server runs on past
+# the end, as parameter servers do.
+KINDS = {
+    "TFJob": (m.KubeflowOrgV1TFJob, m.KubeflowOrgV1TFJobSpec, "tf_replica_specs",
+              [("PS", 1, 600), ("Worker", 2, 12)], ("worker", "0")),
+    "PyTorchJob": (m.KubeflowOrgV1PyTorchJob, m.KubeflowOrgV1PyTorchJobSpec, "pytorch_replica_specs",
+                   [("Master", 1, 16), ("Worker", 2, 10)], ("master", "0")),
+    "XGBoostJob": (m.KubeflowOrgV1XGBoostJob, m.KubeflowOrgV1XGBoostJobSpec, "xgb_replica_specs",
+                   [("Master", 1, 16), ("Worker", 2, 10)], ("master", "0")),
+    "PaddleJob": (m.KubeflowOrgV1PaddleJob, m.KubeflowOrgV1PaddleJobSpec, "paddle_replica_specs",
+                  [("Master", 1, 16), ("Worker", 2, 10)], ("master", "0")),
+    "JAXJob": (m.KubeflowOrgV1JAXJob, m.KubeflowOrgV1JAXJobSpec, "jax_replica_specs",
+               [("Worker", 2, 12)], ("worker", "0")),
+}
+
+
+def build(kind, name, namespace):
+    """The job as a user builds it with the SDK's own model classes."""
+    job_class, spec_class, field, types, _ = KINDS[kind]
+    container = constants.JOB_PARAMETERS[kind]["container"]
+    specs = {t: replica(n, container, s) for t, n, s in types}
+    spec = spec_class(run_policy=m.KubeflowOrgV1RunPolicy(clean_pod_policy="None"), **{field: specs})
+    return job_class(
+        api_version=f"{constants.GROUP}/{constants.VERSION}",
+        kind=kind,
+        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
+        spec=spec,
+    )
+
+
+def jobset_exists(namespace, name):
+    try:
+        k8s.CustomObjectsApi().get_namespaced_custom_object(
+            "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", name)
+        return True
+    except ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+
+
+def pods_of(namespace, name):
+    return k8s.CoreV1Api().list_namespaced_pod(
+        namespace, label_selector=f"{JOB_NAME_LABEL}={name}").items
+
+
+def live(pods):
+    return [p for p in pods if p.metadata.deletion_timestamp is None]
+
+
+def label(pod, key):
+    return (pod.metadata.labels or {}).get(key)
+
+
+def succeeded(tc, name, namespace, kind):
+    """The SDK's own e2e check: Created and Succeeded, not Running, Restarting or Failed, and at
+    least two conditions."""
+    job = tc.wait_for_job_conditions(name, namespace, kind, wait_timeout=WAIT, polling_interval=1)
+    conditions = tc.get_job_conditions(job=job)
+    assert len(conditions) >= 2, conditions
+    assert tc.is_job_created(job=job) and tc.is_job_succeeded(job=job)
+    assert not tc.is_job_running(job=job), conditions
+    assert not tc.is_job_restarting(job=job) and not tc.is_job_failed(job=job)
+    assert tc.is_job_succeeded(name, namespace, kind)
+    return job
+
+
+def set_suspend(tc, name, namespace, kind, suspend):
+    """get_job, change, update_job: the SDK's update is a merge patch carrying the
+    resourceVersion read, so a status write in between is a conflict; read again then."""
+    for _ in range(5):
+        job = tc.get_job(name, namespace, kind)
+        job.spec.run_policy.suspend = suspend
+        try:
+            return tc.update_job(job, name, namespace, kind)
+        except RuntimeError as e:
+            if "Conflict" not in str(e):
+                raise
+    raise AssertionError(f"update_job of {name} conflicted five times")
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_call_on_each_kind(kind, namespace, training_client):
+    tc = training_client
+    name = f"{kind.lower()}-sdk"
+    types = KINDS[kind][3]
+    master_type, master_index = KINDS[kind][4]
+    total = sum(n for _, n, _ in types)
+    container = constants.JOB_PARAMETERS[kind]["container"]
+
+    tc.create_job(job=build(kind, name, namespace), namespace=namespace, job_kind=kind)
+    tc.wait_for_job_conditions(name, namespace, kind, expected_conditions={"Running"},
+                               wait_timeout=WAIT, polling_interval=1)
+
+    # Pods, as the SDK selects them (v1's labels, per pod).
+    pods = wait_until(f"{total} pods of {name}",
+                      lambda: (lambda p: p if len(p) == total else None)(
+                          live(tc.get_job_pods(name, namespace))))
+    masters = tc.get_job_pods(name, namespace, is_master=True)
+    assert [(label(p, "training.kubeflow.org/replica-type"),
+             label(p, "training.kubeflow.org/replica-index")) for p in masters] == \
+        [(master_type, master_index)], "exactly the pod v1 marks as master"
+    for replica_type, count, _ in types:
+        of_type = tc.get_job_pods(name, namespace, replica_type=replica_type.lower())
+        assert len(of_type) == count, (replica_type, [p.metadata.name for p in of_type])
+        for index in range(count):
+            names = tc.get_job_pod_names(name, namespace, replica_type=replica_type.lower(),
+                                         replica_index=index)
+            assert len(names) == 1, (replica_type, index, names)
+    assert sorted(tc.get_job_pod_names(name, namespace)) == sorted(p.metadata.name for p in pods)
+
+    # Suspend and resume through update_job: the pods go, then come back.
+    set_suspend(tc, name, namespace, kind, True)
+    tc.wait_for_job_conditions(name, namespace, kind, expected_conditions={"Suspended"},
+                               wait_timeout=WAIT, polling_interval=1)
+    wait_until(f"the pods of suspended {name} to go", lambda: not live(pods_of(namespace, name)))
+    set_suspend(tc, name, namespace, kind, False)
+    wait_until(f"{name} to run again", lambda: len(live(pods_of(namespace, name))) == total)
+
+    job = succeeded(tc, name, namespace, kind)
+
+    # Logs: the master's by default, any pod's by type and index.
+    logs, _ = tc.get_job_logs(name, namespace, kind)
+    assert len(logs) == 1, logs
+    ((pod_name, text),) = logs.items()
+    assert f"/{pod_name} container {container}: replica type {master_type}, index {master_index}" \
+        in text, text
+    logs, _ = tc.get_job_logs(name, namespace, kind, is_master=False,
+                              replica_type=types[-1][0].lower(), replica_index=1)
+    assert len(logs) == 1 and f"replica type {types[-1][0].lower()}, index 1" in \
+        next(iter(logs.values())), logs
+
+    if kind == "TFJob":
+        # JobSet deletes the Jobs still active when a JobSet finishes: the parameter server that
+        # was still running is gone (v1 kept it), and counted succeeded (README, Deviations).
+        wait_until("the parameter server to be deleted",
+                   lambda: not live(tc.get_job_pods(name, namespace, replica_type="ps")))
+        ps = tc.get_job(name, namespace, kind).status.replica_statuses["PS"]
+        assert (ps.active or 0, ps.succeeded) == (0, 1), ps
+    else:
+        # Every pod finished before the job did: all are kept (cleanPodPolicy None).
+        assert len(live(tc.get_job_pods(name, namespace))) == total
+
+    assert name in [j.metadata.name for j in tc.list_jobs(namespace, kind)]
+
+    tc.delete_job(name, namespace, kind)
+    wait_until(f"{name}, its JobSet and pods to be gone",
+               lambda: not jobset_exists(namespace, name) and not pods_of(namespace, name))
+
+
+def test_create_job_from_a_function(namespace, training_client):
+    """The SDK's create-from-function e2e: a PyTorchJob of num_workers pods that succeeds."""
+    tc = training_client
+    name = "pytorch-from-func"
+
+    def train_func():
+        for epoch in range(3):
+            print(f"epoch {epoch}")
+
+    num_workers = 3
+    tc.create_job(name=name, namespace=namespace, train_func=train_func, num_workers=num_workers,
+                  job_kind="PyTorchJob")
+    # Upstream counts the pods after success and expects one named <name>-worker-0. Under JobSet
+    # pods are named <name>-<type>-<job index>-<pod index>-<suffix>, and a worker still running
+    # when the master succeeds is deleted with its Job (README, Deviations), so count them while
+    # the job runs: one master and num_workers - 1 workers.
+    wait_until(f"{num_workers} pods of {name}",
+               lambda: len(tc.get_job_pod_names(name, namespace)) == num_workers)
+    assert len(tc.get_job_pod_names(name, namespace, is_master=True)) == 1
+    assert len(tc.get_job_pod_names(name, namespace, replica_type="worker")) == num_workers - 1
+    succeeded(tc, name, namespace, "PyTorchJob")
+    tc.delete_job(name, namespace, "PyTorchJob")
+
+
+def test_a_job_applied_without_run_policy_is_readable(namespace, training_client):
+    """kubectl apply of a manifest without runPolicy: the SDK's models require one, and the CRD
+    default gives it."""
+    tc = training_client
+    name = "no-run-policy"
+    manifest = {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": name},
+        "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {
+            "spec": {"containers": [{"name": "pytorch", "image": "busybox"}]}}}}},
+    }
+    k8s.CustomObjectsApi().create_namespaced_custom_object(
+        "kubeflow.org", "v1", namespace, "pytorchjobs", manifest)
+    job = tc.get_job(name, namespace, "PyTorchJob")
+    assert job.spec.run_policy is not None
+    assert name in [j.metadata.name for j in tc.list_jobs(namespace, "PyTorchJob")]
+    succeeded(tc, name, namespace, "PyTorchJob")
+    tc.delete_job(name, namespace, "PyTorchJob")
+
+
+def test_managed_by(namespace, training_client):
+    """The SDK's managedBy e2e: trainset's own value runs the job, MultiKueue's is left alone,
+    any other value is refused at create."""
+    tc = training_client
+    values = {"mb-default": "kubeflow.org/training-operator",
+              "mb-multikueue": "kueue.x-k8s.io/multikueue",
+              "mb-invalid": "kueue.x-k8s.io/other-controller"}
+    for name, managed_by in values.items():
+        job = build("PyTorchJob", name, namespace)
+        job.spec.run_policy.managed_by = managed_by
+        if name == "mb-invalid":
+            with pytest.raises(RuntimeError, match=f"Failed to create PyTorchJob: {namespace}/{name}"):
+                tc.create_job(job=job, namespace=namespace)
+        else:
+            tc.create_job(job=job, namespace=namespace)
+    names = sorted(j.metadata.name for j in tc.list_jobs(namespace, "PyTorchJob")
+                   if j.metadata.name.startswith("mb-"))
+    assert names == ["mb-default", "mb-multikueue"]
+    succeeded(tc, "mb-default", namespace, "PyTorchJob")
+    assert not tc.get_job_conditions("mb-multikueue", namespace, "PyTorchJob")
+    assert not jobset_exists(namespace, "mb-multikueue")
+    for name in names:
+        tc.delete_job(name, namespace, "PyTorchJob")
