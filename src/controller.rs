@@ -18,7 +18,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
 };
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -199,30 +200,19 @@ pub async fn run(
 
 /// Whether the pod-labels policy and its binding are installed (read once, at startup).
 async fn pod_labels_support(client: &Client) -> pod_labels::Support {
-    use pod_labels::{POLICY_API, POLICY_KIND, POLICY_NAME, POLICY_PLURAL, Support};
+    use pod_labels::{BINDING, POLICY, POLICY_API, POLICY_NAME, Support};
     let served = match client.list_api_group_resources(POLICY_API).await {
-        Ok(list) => list.resources.iter().any(|r| r.name == POLICY_PLURAL),
+        Ok(list) => list.resources.iter().any(|r| r.name == POLICY.1),
         Err(kube::Error::Api(error)) if error.code == 404 => false,
         Err(error) => return Support::Unknown(error.to_string()),
     };
     if !served {
         return Support::ApiMissing;
     }
-    let (group, version) = POLICY_API.split_once('/').unwrap_or_default();
-    for (kind, plural) in [
-        (POLICY_KIND, POLICY_PLURAL),
-        (
-            "MutatingAdmissionPolicyBinding",
-            "mutatingadmissionpolicybindings",
-        ),
-    ] {
-        let resource = ApiResource {
-            group: group.to_owned(),
-            version: version.to_owned(),
-            api_version: POLICY_API.to_owned(),
-            kind: kind.to_owned(),
-            plural: plural.to_owned(),
-        };
+    for (kind, plural) in [POLICY, BINDING] {
+        let (group, version) = POLICY_API.split_once('/').unwrap_or_default();
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
         match api.get_opt(POLICY_NAME).await {
             Ok(Some(_)) => {}

@@ -21,8 +21,12 @@ use crate::compile::{
 pub const POLICY_NAME: &str = "trainset-pod-labels";
 /// The API that serves the policy; clusters without it get no per-pod labels.
 pub const POLICY_API: &str = "admissionregistration.k8s.io/v1";
-pub const POLICY_KIND: &str = "MutatingAdmissionPolicy";
-pub const POLICY_PLURAL: &str = "mutatingadmissionpolicies";
+/// The policy and its binding: (kind, plural).
+pub const POLICY: (&str, &str) = ("MutatingAdmissionPolicy", "mutatingadmissionpolicies");
+pub const BINDING: (&str, &str) = (
+    "MutatingAdmissionPolicyBinding",
+    "mutatingadmissionpolicybindings",
+);
 
 #[derive(Debug, thiserror::Error)]
 #[error("writing the pod-labels policy as YAML: {0}")]
@@ -46,7 +50,7 @@ pub fn objects() -> [Value; 2] {
     .join(" && ");
     let policy = json!({
         "apiVersion": POLICY_API,
-        "kind": POLICY_KIND,
+        "kind": POLICY.0,
         "metadata": {"name": POLICY_NAME},
         "spec": {
             "matchConstraints": {
@@ -101,7 +105,7 @@ pub fn objects() -> [Value; 2] {
     });
     let binding = json!({
         "apiVersion": POLICY_API,
-        "kind": "MutatingAdmissionPolicyBinding",
+        "kind": BINDING.0,
         "metadata": {"name": POLICY_NAME},
         "spec": {"policyName": POLICY_NAME},
     });
@@ -147,15 +151,17 @@ impl Support {
                               job-role=master";
         match self {
             Self::Installed => format!(
-                "per-pod v1 labels on: {POLICY_KIND} {POLICY_NAME} and its binding are installed"
+                "per-pod v1 labels on: {} {POLICY_NAME} and its binding are installed",
+                POLICY.0
             ),
             Self::NotInstalled { missing } => format!(
                 "per-pod v1 labels off: {missing} {POLICY_NAME} is not installed \
                  (kubectl apply --server-side -f deploy/pod-labels.yaml); {EFFECT}"
             ),
             Self::ApiMissing => format!(
-                "per-pod v1 labels off: this cluster does not serve {POLICY_API} {POLICY_KIND} \
-                 (Kubernetes 1.36+); {EFFECT}"
+                "per-pod v1 labels off: this cluster does not serve {POLICY_API} {} \
+                 (Kubernetes 1.36+); {EFFECT}",
+                POLICY.0
             ),
             Self::Unknown(error) => {
                 format!("per-pod v1 labels unknown: cannot read {POLICY_NAME}: {error}")

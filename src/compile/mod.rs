@@ -312,7 +312,8 @@ pub trait Framework {
         Some(0)
     }
 
-    /// Variables for the containers of `group`, in order; a user's variable of the same name wins.
+    /// Variables for the containers of `group`, in order; they follow the user's own and win over
+    /// a user's variable of the same name (see [`env::inject`]).
     fn env(ctx: &Context<'_, Self::Job>, group: &Group<'_>) -> Vec<EnvVar>;
 
     fn success(ctx: &Context<'_, Self::Job>) -> Success;
