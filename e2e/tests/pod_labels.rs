@@ -72,30 +72,30 @@ fn case(kind: &str, name: &str, types: &[(&str, u32)], spec: Value, expected: &[
     }
 }
 
+/// `count` workers numbered from `first`, with `role` on the first one and `others` on the rest.
+fn workers(first: u32, count: u32, role: Option<&str>, others: Option<&str>) -> Vec<Marked> {
+    (first..first + count)
+        .map(|i| marked("worker", Some(i), if i == first { role } else { others }))
+        .collect()
+}
+
 fn cases() -> Vec<Case> {
     let m = Some("master");
+    let w = Some("worker");
     vec![
         case(
             "TFJob",
             "tf-ps",
             &[("PS", 1), ("Worker", 2)],
             json!({}),
-            &[
-                marked("ps", Some(0), None),
-                marked("worker", Some(0), m),
-                marked("worker", Some(1), None),
-            ],
+            &[vec![marked("ps", Some(0), None)], workers(0, 2, m, None)].concat(),
         ),
         case(
             "TFJob",
             "tf-chief",
             &[("Chief", 1), ("Worker", 2)],
             json!({}),
-            &[
-                marked("chief", Some(0), m),
-                marked("worker", Some(0), None),
-                marked("worker", Some(1), None),
-            ],
+            &[vec![marked("chief", Some(0), m)], workers(0, 2, None, None)].concat(),
         ),
         // Rank-offset layout: each worker is its own Job.
         case(
@@ -104,21 +104,17 @@ fn cases() -> Vec<Case> {
             &[("Master", 1), ("Worker", 2)],
             json!({}),
             &[
-                marked("master", Some(0), m),
-                marked("worker", Some(0), None),
-                marked("worker", Some(1), None),
-            ],
+                vec![marked("master", Some(0), m)],
+                workers(0, 2, None, None),
+            ]
+            .concat(),
         ),
         case(
             "PyTorchJob",
             "pt-workers",
             &[("Worker", 3)],
             json!({}),
-            &[
-                marked("worker", Some(0), m),
-                marked("worker", Some(1), None),
-                marked("worker", Some(2), None),
-            ],
+            &workers(0, 3, m, None),
         ),
         case(
             "XGBoostJob",
@@ -126,30 +122,24 @@ fn cases() -> Vec<Case> {
             &[("Master", 1), ("Worker", 2)],
             json!({}),
             &[
-                marked("master", Some(0), m),
-                marked("worker", Some(0), None),
-                marked("worker", Some(1), None),
-            ],
+                vec![marked("master", Some(0), m)],
+                workers(0, 2, None, None),
+            ]
+            .concat(),
         ),
         case(
             "PaddleJob",
             "paddle",
             &[("Worker", 2)],
             json!({}),
-            &[
-                marked("worker", Some(0), None),
-                marked("worker", Some(1), None),
-            ],
+            &workers(0, 2, None, None),
         ),
         case(
             "JAXJob",
             "jax",
             &[("Worker", 2)],
             json!({}),
-            &[
-                marked("worker", Some(0), m),
-                marked("worker", Some(1), None),
-            ],
+            &workers(0, 2, m, None),
         ),
         case(
             "MPIJob",
@@ -157,10 +147,10 @@ fn cases() -> Vec<Case> {
             &[("Launcher", 1), ("Worker", 2)],
             json!({}),
             &[
-                marked("launcher", None, Some("launcher")),
-                marked("worker", Some(0), Some("worker")),
-                marked("worker", Some(1), Some("worker")),
-            ],
+                vec![marked("launcher", None, Some("launcher"))],
+                workers(0, 2, w, w),
+            ]
+            .concat(),
         ),
         case(
             "MPIJob",
@@ -168,10 +158,10 @@ fn cases() -> Vec<Case> {
             &[("Launcher", 1), ("Worker", 2)],
             json!({"runLauncherAsWorker": true}),
             &[
-                marked("launcher", Some(0), Some("launcher")),
-                marked("worker", Some(1), Some("worker")),
-                marked("worker", Some(2), Some("worker")),
-            ],
+                vec![marked("launcher", Some(0), Some("launcher"))],
+                workers(1, 2, w, w),
+            ]
+            .concat(),
         ),
     ]
 }
