@@ -47,7 +47,7 @@ pub enum AdmissionError {
     Invalid(Vec<FieldError>),
     #[error(
         "apiVersion/kind: {api_version}/{kind} is not a training kind trainset serves ({})",
-        crds::SERVED
+        crate::kinds::served()
     )]
     NotServed { api_version: String, kind: String },
     #[error("building the validators from the CRDs: {0}")]

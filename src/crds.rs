@@ -2,9 +2,8 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-use crate::api::{
-    JAXJob, MPIJob, PaddleJob, PyTorchJob, TFJob, TrainingJob, XGBoostJob, with_rules,
-};
+use crate::api::{TrainingJob, with_rules};
+use crate::kinds::{Served, Visitor, visit_all};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CrdError {
@@ -27,32 +26,38 @@ fn crd<K: TrainingJob>() -> Result<CustomResourceDefinition, CrdError> {
     })
 }
 
-/// The kinds and versions trainset serves, as error messages name them.
-pub const SERVED: &str = "TFJob, PyTorchJob, XGBoostJob, PaddleJob, JAXJob at kubeflow.org/v1; MPIJob at kubeflow.org/v2beta1";
+/// Builds the CRD of every served kind, or of the one named `only`.
+struct Build {
+    only: Option<String>,
+    crds: Vec<Result<CustomResourceDefinition, CrdError>>,
+}
 
-type Builder = fn() -> Result<CustomResourceDefinition, CrdError>;
-
-/// Every training kind trainset serves, by kind name, in a fixed order.
-const KINDS: [(&str, Builder); 6] = [
-    ("TFJob", crd::<TFJob>),
-    ("PyTorchJob", crd::<PyTorchJob>),
-    ("XGBoostJob", crd::<XGBoostJob>),
-    ("PaddleJob", crd::<PaddleJob>),
-    ("JAXJob", crd::<JAXJob>),
-    ("MPIJob", crd::<MPIJob>),
-];
+impl Visitor for Build {
+    fn visit<K: Served>(&mut self) {
+        if self.only.as_deref().is_none_or(|kind| kind == K::kind(&())) {
+            self.crds.push(crd::<K>());
+        }
+    }
+}
 
 /// All six CRDs, in a fixed order.
 pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
-    KINDS.iter().map(|(_, build)| build()).collect()
+    let mut build = Build {
+        only: None,
+        crds: Vec::new(),
+    };
+    visit_all(&mut build);
+    build.crds.into_iter().collect()
 }
 
 /// The CRD of one kind, or `None` when trainset does not serve it.
 pub fn of_kind(kind: &str) -> Option<Result<CustomResourceDefinition, CrdError>> {
-    KINDS
-        .iter()
-        .find(|(name, _)| *name == kind)
-        .map(|(_, build)| build())
+    let mut build = Build {
+        only: Some(kind.to_owned()),
+        crds: Vec::new(),
+    };
+    visit_all(&mut build);
+    build.crds.pop()
 }
 
 /// The file a CRD is committed as under `crds/`: `<group>_<plural>.yaml`.

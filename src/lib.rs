@@ -5,6 +5,7 @@ pub mod api;
 pub mod compile;
 pub mod controller;
 pub mod crds;
+pub mod kinds;
 pub mod pod_labels;
 pub mod render;
 pub mod status;

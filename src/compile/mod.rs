@@ -31,10 +31,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
-use crate::api::{
-    JAXJob, MPIJob, PaddleJob, PyTorchJob, ReplicaSpec, RestartPolicy, TFJob, TrainingJob,
-    XGBoostJob,
-};
+use crate::api::{ReplicaSpec, RestartPolicy, TrainingJob};
+use crate::kinds::{Served, Visitor, visit_all};
 
 pub use meta::{
     JOB_NAME, JOB_ROLE, MANAGED_BY, MASTER_REPLICA_INDEX, OPERATOR_NAME, REPLICA_INDEX,
@@ -54,7 +52,7 @@ pub enum CompileError {
     Malformed { path: String, message: String },
     #[error(
         "apiVersion/kind: {api_version}/{kind} is not a training kind trainset serves ({})",
-        crate::crds::SERVED
+        crate::kinds::served()
     )]
     NotATrainingKind { api_version: String, kind: String },
     #[error(
@@ -336,20 +334,37 @@ pub trait Framework {
 
 /// Compiles a manifest of any training kind, read as JSON.
 pub fn compile_manifest(manifest: Value, options: &Options<'_>) -> Result<Compiled, CompileError> {
+    struct ByKind<'a> {
+        manifest: Option<Value>,
+        options: &'a Options<'a>,
+        compiled: Option<Result<Compiled, CompileError>>,
+    }
+    impl Visitor for ByKind<'_> {
+        fn visit<K: Served>(&mut self) {
+            let is_kind = self.manifest.as_ref().is_some_and(|m| {
+                m["apiVersion"] == K::api_version(&()).as_ref()
+                    && m["kind"] == K::kind(&()).as_ref()
+            });
+            if let Some(manifest) = self.manifest.take_if(|_| is_kind) {
+                self.compiled =
+                    Some(parse::<K>(manifest).and_then(|job| job.compile(self.options)));
+            }
+        }
+    }
     let api_version = manifest["apiVersion"]
         .as_str()
         .unwrap_or_default()
         .to_owned();
     let kind = manifest["kind"].as_str().unwrap_or_default().to_owned();
-    match (api_version.as_str(), kind.as_str()) {
-        ("kubeflow.org/v1", "TFJob") => parse::<TFJob>(manifest)?.compile(options),
-        ("kubeflow.org/v1", "PyTorchJob") => parse::<PyTorchJob>(manifest)?.compile(options),
-        ("kubeflow.org/v1", "XGBoostJob") => parse::<XGBoostJob>(manifest)?.compile(options),
-        ("kubeflow.org/v1", "PaddleJob") => parse::<PaddleJob>(manifest)?.compile(options),
-        ("kubeflow.org/v1", "JAXJob") => parse::<JAXJob>(manifest)?.compile(options),
-        ("kubeflow.org/v2beta1", "MPIJob") => parse::<MPIJob>(manifest)?.compile(options),
-        _ => Err(CompileError::NotATrainingKind { api_version, kind }),
-    }
+    let mut by_kind = ByKind {
+        manifest: Some(manifest),
+        options,
+        compiled: None,
+    };
+    visit_all(&mut by_kind);
+    by_kind
+        .compiled
+        .unwrap_or(Err(CompileError::NotATrainingKind { api_version, kind }))
 }
 
 /// A training job that compiles into a JobSet.

@@ -1,0 +1,224 @@
+//! Carries out a [`Plan`](super::plan::Plan): every write trainset makes to the cluster.
+
+use std::fmt::Debug;
+
+use jobset_types::JobSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::plan::{self, Plan, SuspendWrite};
+use super::{Context, Error, FIELD_MANAGER, kube_error, refused_content};
+use crate::api::{CleanPodPolicy, JobStatus};
+use crate::compile::{Compiled, JOB_NAME, OPERATOR_NAME};
+use crate::kinds::Served;
+
+/// How applying a plan ended.
+pub enum Applied {
+    Done,
+    /// The apiserver refused what the job compiled to (a pod-template field only Kubernetes
+    /// checks, an object too large): no retry can change that, the job is invalid.
+    Refused(String),
+}
+
+pub async fn apply<K: Served>(
+    job: &K,
+    namespace: &str,
+    plan: &Plan,
+    ctx: &Context,
+) -> Result<Applied, Error> {
+    let name = job.name_any();
+    let jobsets: Api<JobSet> = Api::namespaced(ctx.client.clone(), namespace);
+    if let Some(compiled) = &plan.create {
+        match create(namespace, compiled, ctx).await {
+            Ok(()) => {}
+            Err(Error::Kube {
+                action,
+                object,
+                source,
+            }) if refused_content(&source) => {
+                return Ok(Applied::Refused(format!(
+                    "{action} {object} was refused: {source}"
+                )));
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    };
+    match &plan.suspend {
+        None => {}
+        Some(SuspendWrite::Suspend) => {
+            let patch = json!({"spec": {"suspend": true}});
+            jobsets
+                .patch(&name, &params, &Patch::Merge(&patch))
+                .await
+                .map_err(kube_error("suspending JobSet", &name))?;
+        }
+        Some(SuspendWrite::Resume(patch)) => {
+            jobsets
+                .patch(&name, &params, &Patch::Json::<()>(patch.clone()))
+                .await
+                .map_err(kube_error("resuming JobSet", &name))?;
+        }
+    }
+    if let Some(status) = &plan.status {
+        write_status(job, namespace, status, ctx).await?;
+    }
+    if plan.delete_jobset {
+        jobsets
+            .delete(&name, &DeleteParams::foreground())
+            .await
+            .map_err(kube_error("deleting JobSet", &name))?;
+    }
+    if let Some(policy) = plan.clean_pods {
+        clean_pods::<K>(&name, namespace, policy, ctx).await?;
+    }
+    if plan.delete_job {
+        Api::<K>::namespaced(ctx.client.clone(), namespace)
+            .delete(&name, &DeleteParams::background())
+            .await
+            .map_err(kube_error("deleting", &name))?;
+        tracing::info!(%name, namespace, "deleted after ttlSecondsAfterFinished");
+    }
+    Ok(Applied::Done)
+}
+
+/// Creates the auxiliary objects once, then applies the JobSet.
+async fn create(namespace: &str, compiled: &Compiled, ctx: &Context) -> Result<(), Error> {
+    if let Some(config_map) = &compiled.config_map {
+        let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+        create_once(&api, config_map).await?;
+    }
+    if let Some(secret) = &compiled.secret {
+        let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+        create_once(&api, secret).await?;
+    }
+    let name = compiled.jobset.name_any();
+    Api::<JobSet>::namespaced(ctx.client.clone(), namespace)
+        .patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&compiled.jobset),
+        )
+        .await
+        .map_err(kube_error("creating JobSet", &name))?;
+    Ok(())
+}
+
+/// Creates `object` unless it exists: auxiliary objects are written once and never updated.
+async fn create_once<T>(api: &Api<T>, object: &T) -> Result<(), Error>
+where
+    T: Resource + Clone + Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    };
+    match api.create(&params, object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(source) => Err(Error::Kube {
+            action: "creating",
+            object: name,
+            source,
+        }),
+    }
+}
+
+/// Server-side apply of the status: a field this manager stops sending (a count back at 0) is
+/// removed.
+async fn write_status<K: Served>(
+    job: &K,
+    namespace: &str,
+    status: &JobStatus,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let name = job.name_any();
+    let mut body =
+        json!({"apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": status});
+    applicable(&mut body["status"]);
+    Api::<K>::namespaced(ctx.client.clone(), namespace)
+        .patch_status(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await
+        .map_err(kube_error("patching status of", &name))?;
+    Ok(())
+}
+
+/// Deletes the pods `cleanPodPolicy` removes (pods are not cached: this runs once per job).
+async fn clean_pods<K: Served>(
+    name: &str,
+    namespace: &str,
+    policy: CleanPodPolicy,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let selector = format!(
+        "{JOB_NAME}={},{OPERATOR_NAME}={}",
+        name.replace('/', "-"),
+        K::OPERATOR_NAME
+    );
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let list = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(kube_error("listing pods of", name))?;
+    for pod in list.items.iter().filter(|pod| plan::cleans(policy, pod)) {
+        let pod_name = pod.name_any();
+        pods.delete(&pod_name, &DeleteParams::background())
+            .await
+            .map_err(kube_error("deleting pod", pod_name))?;
+    }
+    Ok(())
+}
+
+/// Server-side apply stores an empty object as null, which the CRD refuses: an empty
+/// `replicaStatuses` is left out (the field is then removed), and a replica status with nothing
+/// to say (v1 omits zero counts) says `active: 0`.
+fn applicable(status: &mut Value) {
+    let Some(fields) = status.as_object_mut() else {
+        return;
+    };
+    if fields
+        .get("replicaStatuses")
+        .and_then(Value::as_object)
+        .is_some_and(serde_json::Map::is_empty)
+    {
+        fields.remove("replicaStatuses");
+    }
+    if let Some(replicas) = fields
+        .get_mut("replicaStatuses")
+        .and_then(Value::as_object_mut)
+    {
+        for replica in replicas.values_mut() {
+            if replica.as_object().is_some_and(serde_json::Map::is_empty) {
+                replica["active"] = json!(0);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_is_applied_without_empty_objects() {
+        let mut created_suspended = json!({"replicaStatuses": {}, "state": "Suspended"});
+        applicable(&mut created_suspended);
+        assert_eq!(created_suspended, json!({"state": "Suspended"}));
+        let mut ended = json!({"replicaStatuses": {"Worker": {}, "Launcher": {"succeeded": 1}}});
+        applicable(&mut ended);
+        assert_eq!(
+            ended,
+            json!({"replicaStatuses": {"Worker": {"active": 0}, "Launcher": {"succeeded": 1}}})
+        );
+    }
+}

@@ -1,0 +1,162 @@
+//! Gathers what [`plan`](super::plan) needs: the JobSet and its Jobs from the caches (a JobSet
+//! missing there is looked up live, so a lagging cache never causes a duplicate or a spurious
+//! "recreated"), and only when the plan needs them the compiled job and Kueue's Workload.
+
+use jobset_types::JobSet;
+use jobset_types::keys::kueue;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::runtime::reflector::ObjectRef;
+
+use super::plan::{self, Facts};
+use super::{Context, Error, kube_error};
+use crate::admission;
+use crate::compile::{Options, SshKeyPair};
+use crate::kinds::Served;
+
+/// What the caches and, where needed, the apiserver say about `job`.
+pub struct Fetched {
+    pub jobset: Option<JobSet>,
+    pub jobs: Vec<k8s_openapi::api::batch::v1::Job>,
+    pub compiled: Option<Result<crate::compile::Compiled, String>>,
+    pub own_workload: bool,
+}
+
+impl Fetched {
+    pub fn facts<'a, K>(&'a mut self, job: &'a K) -> Facts<'a, K> {
+        Facts {
+            job,
+            jobset: self.jobset.as_ref(),
+            jobs: &self.jobs,
+            compiled: self.compiled.take(),
+            own_workload: self.own_workload,
+            now: Time(Timestamp::now()),
+        }
+    }
+}
+
+pub async fn fetch<K: Served>(job: &K, namespace: &str, ctx: &Context) -> Result<Fetched, Error> {
+    let name = job.name_any();
+    let mut fetched = Fetched {
+        jobset: None,
+        jobs: Vec::new(),
+        compiled: None,
+        own_workload: false,
+    };
+    if !plan::managed_here(job) || job.job_status().is_some_and(crate::status::is_terminal) {
+        return Ok(fetched);
+    }
+    let cached = ctx
+        .caches
+        .jobsets
+        .get(&ObjectRef::new(&name).within(namespace));
+    fetched.jobset = match cached {
+        Some(jobset) => Some((*jobset).clone()),
+        None => Api::<JobSet>::namespaced(ctx.client.clone(), namespace)
+            .get_opt(&name)
+            .await
+            .map_err(kube_error("getting JobSet", &name))?,
+    };
+    if fetched.jobset.is_some() {
+        fetched.jobs = ctx.caches.jobs_of(namespace, &name);
+    }
+    let needs = plan::needs(job, fetched.jobset.as_ref());
+    if needs.compiled {
+        fetched.compiled = Some(compile(job, namespace, ctx).await?);
+    }
+    if needs.workload {
+        fetched.own_workload = has_own_workload(job, ctx).await?;
+    }
+    Ok(fetched)
+}
+
+/// The job checked as the apiserver would (so a job stored under an older CRD fails the same
+/// way) and compiled; `Err` says why its spec is invalid.
+async fn compile<K: Served>(
+    job: &K,
+    namespace: &str,
+    ctx: &Context,
+) -> Result<Result<crate::compile::Compiled, String>, Error> {
+    let admitted = serde_json::to_value(job)
+        .map_err(|e| e.to_string())
+        .and_then(|value| admission::admit(&value).map_err(|e| e.to_string()));
+    if let Err(reason) = admitted {
+        return Ok(Err(reason));
+    }
+    let key = if K::NEEDS_SSH_KEY {
+        Some(ssh_key(job, namespace, ctx).await?)
+    } else {
+        None
+    };
+    let options = Options {
+        default_namespace: Some(namespace),
+        ssh_key: key.as_ref(),
+        cluster_domain: ctx.cluster_domain.as_deref(),
+    };
+    Ok(job.compile(&options).map_err(|e| e.to_string()))
+}
+
+/// The key of an existing `<name>-ssh` Secret (so a recreated JobSet keeps it), or a new one.
+async fn ssh_key<K: Served>(job: &K, namespace: &str, ctx: &Context) -> Result<SshKeyPair, Error> {
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let name = format!("{}-ssh", job.name_any());
+    let existing = secrets
+        .get_opt(&name)
+        .await
+        .map_err(kube_error("getting Secret", &name))?;
+    let text = |secret: &Secret, key: &str| {
+        secret
+            .data
+            .as_ref()?
+            .get(key)
+            .and_then(|v| String::from_utf8(v.0.clone()).ok())
+    };
+    if let Some(secret) = existing
+        && let (Some(private_key), Some(public_key)) = (
+            text(&secret, "ssh-privatekey"),
+            text(&secret, "ssh-publickey"),
+        )
+    {
+        return Ok(SshKeyPair {
+            private_key,
+            public_key,
+        });
+    }
+    Ok(SshKeyPair::generate()?)
+}
+
+/// Kueue's Workload API, looked up only to learn whether Kueue queues a training job itself.
+fn workload_resource() -> ApiResource {
+    ApiResource {
+        group: "kueue.x-k8s.io".to_owned(),
+        version: "v1beta2".to_owned(),
+        api_version: "kueue.x-k8s.io/v1beta2".to_owned(),
+        kind: "Workload".to_owned(),
+        plural: "workloads".to_owned(),
+    }
+}
+
+/// Whether Kueue queues the training job itself: a Workload carries the job's uid. A cluster
+/// without Kueue has no Workload API, which means no.
+async fn has_own_workload<K: Served>(job: &K, ctx: &Context) -> Result<bool, Error> {
+    let (Some(namespace), Some(uid)) = (job.namespace(), job.uid()) else {
+        return Ok(false);
+    };
+    let workloads: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &namespace, &workload_resource());
+    let params = ListParams::default()
+        .labels(&format!("{}={uid}", kueue::JOB_UID))
+        .limit(1);
+    match workloads.list_metadata(&params).await {
+        Ok(list) => Ok(!list.items.is_empty()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(source) => Err(Error::Kube {
+            action: "listing Kueue Workloads of",
+            object: job.name_any(),
+            source,
+        }),
+    }
+}

@@ -1,0 +1,326 @@
+//! The operator shell: one kube-runtime Controller per served kind, each reconcile reading
+//! fetch → plan → apply → report. The decisions are in [`plan`] (pure, unit-tested), the
+//! translation and status rules in `compile` and `status`; this module only talks to the cluster.
+//!
+//! - [`startup`]: waits for the JobSet CRD, reports the pod-labels policy;
+//! - [`caches`]: the process's one watch of JobSets and one of Jobs, cached and routed;
+//! - [`fetch`] → [`plan`] → [`apply`] → [`report`]: one reconcile.
+
+mod apply;
+mod caches;
+mod fetch;
+mod plan;
+mod report;
+mod startup;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::future::{BoxFuture, Shared};
+use futures::{FutureExt, StreamExt};
+use jobset_types::keys::label as jobset_label;
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, predicates, watcher};
+use kube::{Client, ResourceExt};
+
+use crate::kinds::{Served, Visitor, visit_all};
+use crate::telemetry::{KindLabels, Metrics};
+use apply::Applied;
+pub use startup::JOBSET_CRD;
+
+/// The field manager of every write.
+pub const FIELD_MANAGER: &str = "trainset";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{action} {object}: {source}")]
+    Kube {
+        action: &'static str,
+        object: String,
+        source: kube::Error,
+    },
+    #[error("{object} has no namespace")]
+    NoNamespace { object: String },
+    #[error("generating the SSH key pair: {0}")]
+    SshKey(#[from] ssh_key::Error),
+    #[error("the JobSet and Job watches stopped before they listed")]
+    CachesClosed,
+    #[error(transparent)]
+    Plan(#[from] plan::PlanError),
+}
+
+impl Error {
+    /// Whether retrying the same request can never succeed: the apiserver refused its content
+    /// (400 Bad Request, 413 Too Large, 422 Invalid). Such errors wait for a change of the job.
+    fn is_permanent(&self) -> bool {
+        match self {
+            Self::Kube { source, .. } => refused_content(source),
+            Self::Plan(_) | Self::NoNamespace { .. } => true,
+            Self::SshKey(_) | Self::CachesClosed => false,
+        }
+    }
+}
+
+/// The apiserver refused a request for what it contains, so sending it again cannot help.
+fn refused_content(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if matches!(status.code, 400 | 413 | 422))
+}
+
+fn kube_error(
+    action: &'static str,
+    object: impl Into<String>,
+) -> impl FnOnce(kube::Error) -> Error {
+    let object = object.into();
+    move |source| Error::Kube {
+        action,
+        object,
+        source,
+    }
+}
+
+struct Context {
+    client: Client,
+    /// trainset's JobSets and Jobs, from the process's one watch of each.
+    caches: caches::Caches,
+    recorder: Recorder,
+    metrics: Arc<Metrics>,
+    /// v1's `CUSTOM_CLUSTER_DOMAIN`, for TF_CONFIG.
+    cluster_domain: Option<String>,
+    /// Consecutive failed reconciles per object, for the retry backoff.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    fn failures(&self) -> MutexGuard<'_, HashMap<String, u32>> {
+        self.failures.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Retry delay after `failures` consecutive errors: 1 s doubling up to 5 minutes.
+fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.min(9)).min(Duration::from_secs(300))
+}
+
+fn key<K: Served>(namespace: &str, name: &str) -> String {
+    format!("{}/{namespace}/{name}", K::kind(&()))
+}
+
+fn object_key<K: Served>(job: &K) -> String {
+    key::<K>(&job.namespace().unwrap_or_default(), &job.name_any())
+}
+
+type Shutdown = Shared<BoxFuture<'static, ()>>;
+
+/// Runs a controller per served kind until `shutdown` resolves; `ready` turns true once the
+/// JobSet CRD is established and the caches have listed, just before the controllers start.
+pub async fn run(
+    client: Client,
+    metrics: Arc<Metrics>,
+    cluster_domain: Option<String>,
+    ready: Arc<AtomicBool>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let shutdown: Shutdown = shutdown.boxed().shared();
+    if !startup::wait_for_jobset_crd(&client, shutdown.clone()).await {
+        return Ok(());
+    }
+    let labels = startup::pod_labels_support(&client).await;
+    metrics.pod_labels_policy.set(i64::from(labels.active()));
+    if labels.active() {
+        tracing::info!("{}", labels.message());
+    } else {
+        tracing::warn!("{}", labels.message());
+    }
+    let mut watches = caches::Watches::new();
+    let reporter = Reporter {
+        controller: FIELD_MANAGER.to_owned(),
+        instance: None,
+    };
+    let ctx = Arc::new(Context {
+        recorder: Recorder::new(client.clone(), reporter),
+        client: client.clone(),
+        caches: watches.caches(),
+        metrics,
+        cluster_domain,
+        failures: Default::default(),
+    });
+
+    /// Each kind's controller, not yet started, subscribed to the shared watches.
+    struct Controllers<'a> {
+        ctx: &'a Arc<Context>,
+        watches: &'a mut caches::Watches,
+        shutdown: &'a Shutdown,
+        all: Vec<BoxFuture<'static, ()>>,
+    }
+    impl Visitor for Controllers<'_> {
+        fn visit<K: Served>(&mut self) {
+            let triggers = self.watches.triggers::<K>();
+            let run = controller::<K>(self.ctx.clone(), triggers, self.shutdown.clone());
+            self.all.push(run.boxed());
+        }
+    }
+    let mut controllers = Controllers {
+        ctx: &ctx,
+        watches: &mut watches,
+        shutdown: &shutdown,
+        all: Vec::new(),
+    };
+    visit_all(&mut controllers);
+    let controllers = controllers.all;
+
+    let caches = ctx.caches.clone();
+    watches.start(&client, shutdown.clone());
+    tokio::select! {
+        listed = caches.ready() => if !listed {
+            return Err(Error::CachesClosed);
+        },
+        () = shutdown.clone() => return Ok(()),
+    }
+    ready.store(true, Ordering::Relaxed);
+    futures::future::join_all(controllers).await;
+    tracing::info!("controllers stopped");
+    Ok(())
+}
+
+async fn controller<K: Served>(ctx: Arc<Context>, triggers: caches::Triggers, shutdown: Shutdown) {
+    let (jobs, writer) = reflector::store();
+    // A job's own status writes (trainset's) change no generation: they wake nothing.
+    let changes = watcher(
+        Api::<K>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(|job| job.managed_fields_mut().clear())
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(predicates::generation, Default::default());
+    Controller::for_stream(changes, jobs)
+        .owns_stream(triggers.jobsets)
+        .watches_stream(triggers.jobs, |job| {
+            let name = job.labels().get(jobset_label::JOBSET_NAME).cloned();
+            name.zip(job.namespace())
+                .map(|(name, ns)| ObjectRef::<K>::new(&name).within(&ns))
+        })
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile::<K>, error_policy::<K>, ctx.clone())
+        .for_each(|result| {
+            let ctx = ctx.clone();
+            async move {
+                match result {
+                    Ok(_) => {}
+                    // The training job is gone (a Job or JobSet outlived it): forget its retries.
+                    Err(kube::runtime::controller::Error::ObjectNotFound(object)) => {
+                        tracing::debug!(%object, "training job is gone");
+                        let key = key::<K>(
+                            object.namespace.as_deref().unwrap_or_default(),
+                            &object.name,
+                        );
+                        ctx.failures().remove(&key);
+                    }
+                    Err(error) => {
+                        tracing::warn!(kind = K::kind(&()).as_ref(), %error, "reconcile failed")
+                    }
+                }
+            }
+        })
+        .await;
+}
+
+/// Transient errors are retried with backoff (the count resets on success and is forgotten with
+/// the object); an error that waiting cannot heal waits for a change of the job instead.
+fn error_policy<K: Served>(job: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    if error.is_permanent() {
+        ctx.failures().remove(&object_key(job.as_ref()));
+        return Action::await_change();
+    }
+    let mut failures = ctx.failures();
+    let count = failures.entry(object_key(job.as_ref())).or_insert(0);
+    *count = count.saturating_add(1);
+    Action::requeue(backoff(*count))
+}
+
+async fn reconcile<K: Served>(job: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = fetch_plan_apply_report(job.as_ref(), &ctx).await;
+    match &result {
+        Ok(_) => {
+            ctx.failures().remove(&object_key(job.as_ref()));
+        }
+        // Visible on the job itself (kubectl describe), not only in trainset's log.
+        Err(error) => {
+            let note = error.to_string();
+            report::event(
+                job.as_ref(),
+                EventType::Warning,
+                "ReconcileError",
+                note,
+                &ctx,
+            )
+            .await;
+        }
+    }
+    ctx.metrics
+        .reconcile_seconds
+        .get_or_create(&KindLabels {
+            framework: K::FRAMEWORK.to_owned(),
+        })
+        .observe(started.elapsed().as_secs_f64());
+    result
+}
+
+async fn fetch_plan_apply_report<K: Served>(job: &K, ctx: &Context) -> Result<Action, Error> {
+    let namespace = job.namespace().ok_or_else(|| Error::NoNamespace {
+        object: job.name_any(),
+    })?;
+    let mut fetched = fetch::fetch(job, &namespace, ctx).await?;
+    let mut plan = plan::plan(fetched.facts(job))?;
+    if let Applied::Refused(reason) = apply::apply(job, &namespace, &plan, ctx).await? {
+        let now = fetched.facts(job).now;
+        plan = plan::invalid(job, &reason, &now);
+        apply::apply(job, &namespace, &plan, ctx).await?;
+    }
+    report::report(job, &plan.happened, ctx).await;
+    Ok(match plan.requeue {
+        Some(after) => Action::requeue(after),
+        None => Action::await_change(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn api_error(code: u16) -> Error {
+        let status: kube::core::Status =
+            serde_json::from_value(json!({"code": code, "message": "refused"})).unwrap_or_default();
+        Error::Kube {
+            action: "creating JobSet",
+            object: "demo".to_owned(),
+            source: kube::Error::Api(Box::new(status)),
+        }
+    }
+
+    #[test]
+    fn only_refused_content_waits_for_a_change() {
+        let permanent: Vec<u16> = [400, 403, 404, 409, 413, 422, 429, 500, 503]
+            .into_iter()
+            .filter(|code| api_error(*code).is_permanent())
+            .collect();
+        assert_eq!(permanent, [400, 413, 422]);
+        assert!(!Error::CachesClosed.is_permanent());
+    }
+
+    #[test]
+    fn retries_back_off_from_one_second_to_five_minutes() {
+        let delays: Vec<u64> = [1, 2, 3, 8, 9, 10, 100]
+            .map(|n| backoff(n).as_secs())
+            .to_vec();
+        assert_eq!(delays, [2, 4, 8, 256, 300, 300, 300]);
+    }
+}
