@@ -2,15 +2,17 @@
 //! that reconciles read instead of asking the apiserver, trimmed to what trainset reads, and each
 //! event goes to the controller of the object's training kind only.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use futures::channel::mpsc::{Receiver, Sender, channel};
 use futures::{SinkExt, StreamExt};
 use jobset_types::JobSet;
 use jobset_types::keys::label as jobset_label;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::PodSpec;
 use kube::api::Api;
-use kube::runtime::reflector::{self, Store, store::Writer};
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
@@ -131,8 +133,25 @@ trait Trim {
 }
 
 impl Trim for JobSet {
+    /// Of each pod template only what a resume may change (`suspend::resume_patch` compares
+    /// them): its metadata, node selector, tolerations and scheduling gates.
     fn trim(&mut self) {
         self.managed_fields_mut().clear();
+        for replicated in &mut self.spec.replicated_jobs {
+            let pod = replicated
+                .template
+                .spec
+                .as_mut()
+                .and_then(|job| job.template.spec.as_mut());
+            if let Some(pod) = pod {
+                *pod = PodSpec {
+                    node_selector: pod.node_selector.take(),
+                    tolerations: pod.tolerations.take(),
+                    scheduling_gates: pod.scheduling_gates.take(),
+                    ..PodSpec::default()
+                };
+            }
+        }
     }
 }
 
@@ -155,6 +174,7 @@ async fn watch<T>(
     T: Resource<DynamicType = ()> + Trim + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     T: Send + Sync + 'static,
 {
+    let store = writer.as_reader();
     let managed = watcher::Config::default().labels(&format!("{MANAGED_BY}={TRAINSET}"));
     let events = watcher(api, managed)
         .default_backoff()
@@ -164,25 +184,138 @@ async fn watch<T>(
     let mut events = std::pin::pin!(events);
     // The first list is not routed: every controller reconciles all its jobs when it starts, and
     // routing it could fill a channel before the controllers read. A later list (after a watch
-    // outage) is, since objects may have changed meanwhile.
+    // outage) is, once the store holds it: what it lists, and what vanished meanwhile.
     let mut listed = false;
+    let mut before_relist: Option<Vec<Arc<T>>> = None;
     while let Some(event) = events.next().await {
-        let object = match event {
-            Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => object,
-            Ok(watcher::Event::InitApply(object)) if listed => object,
-            Ok(watcher::Event::InitDone) => {
-                listed = true;
+        let changed: Vec<T> = match event {
+            Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => vec![object],
+            Ok(watcher::Event::Init) => {
+                before_relist = listed.then(|| store.state());
                 continue;
             }
-            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => continue,
+            Ok(watcher::Event::InitApply(_)) => continue,
+            Ok(watcher::Event::InitDone) => {
+                listed = true;
+                match before_relist.take() {
+                    Some(before) => relisted(&store, before),
+                    None => continue,
+                }
+            }
             Err(error) => {
                 tracing::warn!(%error, "watch failed; retrying");
                 continue;
             }
         };
-        if let Some(tx) = route(&object).and_then(|key| routes.get_mut(&key)) {
-            // A closed channel is a controller that stopped: nothing to tell.
-            let _ = tx.send(Ok(object)).await;
+        for object in changed {
+            if let Some(tx) = route(&object).and_then(|key| routes.get_mut(&key)) {
+                // A closed channel is a controller that stopped: nothing to tell.
+                let _ = tx.send(Ok(object)).await;
+            }
         }
+    }
+}
+
+/// After a re-list: everything the store now holds, and what it held before and lost.
+fn relisted<T>(store: &Store<T>, before: Vec<Arc<T>>) -> Vec<T>
+where
+    T: Resource<DynamicType = ()> + Clone,
+{
+    let now = store.state();
+    let kept: HashSet<ObjectRef<T>> = now.iter().map(|o| ObjectRef::from_obj(&**o)).collect();
+    let vanished = before
+        .into_iter()
+        .filter(|o| !kept.contains(&ObjectRef::from_obj(&**o)));
+    now.into_iter()
+        .chain(vanished)
+        .map(|o| (*o).clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn jobset(name: &str, suspend: bool) -> JobSet {
+        serde_json::from_value(json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"suspend": suspend, "replicatedJobs": []}
+        }))
+        .unwrap_or_else(|e| panic!("JobSet: {e}"))
+    }
+
+    fn list(writer: &mut Writer<JobSet>, objects: &[JobSet]) {
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for object in objects {
+            writer.apply_watcher_event(&watcher::Event::InitApply(object.clone()));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+    }
+
+    #[test]
+    fn a_relist_routes_what_it_lists_as_stored_and_what_vanished() {
+        let (store, mut writer) = reflector::store::<JobSet>();
+        list(&mut writer, &[jobset("a", true), jobset("b", false)]);
+        let before = store.state();
+        list(&mut writer, &[jobset("a", false)]);
+        let mut routed: Vec<(String, Option<bool>)> = relisted(&store, before)
+            .iter()
+            .map(|o| (o.name_any(), o.spec.suspend))
+            .collect();
+        routed.sort();
+        // `a` as the new list has it (resumed), `b` because it is gone.
+        assert_eq!(
+            routed,
+            [("a".to_owned(), Some(false)), ("b".to_owned(), Some(false))]
+        );
+    }
+
+    #[test]
+    fn a_trimmed_jobset_resumes_with_the_same_patch_as_the_full_one() {
+        use crate::compile::{Options, compile_manifest};
+        let pod = json!({"metadata": {"labels": {"team": "a"}},
+                         "spec": {"containers": [{"name": "pytorch", "image": "x"}],
+                                  "nodeSelector": {"pool": "old"}}});
+        let job = |pool: &str| {
+            let mut pod = pod.clone();
+            pod["spec"]["nodeSelector"]["pool"] = json!(pool);
+            json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                   "metadata": {"name": "demo", "namespace": "ns"},
+                   "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": pod}}}})
+        };
+        let options = Options {
+            default_namespace: None,
+            ssh_key: None,
+            cluster_domain: None,
+        };
+        let compile = |pool: &str| {
+            compile_manifest(job(pool), &options)
+                .map(|c| c.jobset)
+                .unwrap_or_else(|e| panic!("compile: {e}"))
+        };
+        let live = compile("old");
+        let mut trimmed = live.clone();
+        trimmed.trim();
+        let wanted = compile("new");
+        let full = crate::suspend::resume_patch(&live, &wanted);
+        assert_eq!(crate::suspend::resume_patch(&trimmed, &wanted), full);
+        assert!(!full.0.is_empty(), "the node selector changed: {full:?}");
+    }
+
+    #[test]
+    fn a_job_keeps_its_status_but_not_its_pod_template() {
+        let mut job: Job = serde_json::from_value(json!({
+            "metadata": {"name": "j", "managedFields": [{"manager": "m"}]},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}},
+            "status": {"active": 2}
+        }))
+        .unwrap_or_else(|e| panic!("Job: {e}"));
+        job.trim();
+        assert!(job.managed_fields().is_empty());
+        let template = job.spec.as_ref().map(|s| s.template.clone());
+        assert_eq!(template, Some(Default::default()));
+        assert_eq!(job.status.and_then(|s| s.active), Some(2));
     }
 }

@@ -1,0 +1,698 @@
+//! Side by side on the local control plane: the same N PyTorchJobs (1 Master + 3 Workers) run
+//! through trainset (release build), as their compiled JobSets created directly (the floor), and
+//! with `--peers` through training-operator v1.9.4 and as TrainJobs through Trainer v2.3.0. Then a
+//! steady state of many live suspended jobs. Prints a table, then `key=value` lines.
+//!
+//! Needs `e2e/cluster up`; `e2e/bench` builds trainset in release mode and runs this.
+//! Usage: `bench [--jobs N] [--peers] [--steady N] [--hold SECONDS]`
+//! (defaults: 1000 jobs, no peers, 10000 steady jobs held 60 s).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, stream};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use trainset::compile::{Options, compile_manifest};
+use trainset_e2e::{
+    Peer, TestNamespace, client, cluster_state, condition, dynamic_api, http_get, install_crds,
+    loopback, operator, status,
+};
+
+/// Creations in flight at once, for every run.
+const IN_FLIGHT: usize = 16;
+/// How long one phase may take before the bench gives up.
+const LIMIT: Duration = Duration::from_secs(1200);
+/// The bench's own trainset listens on this port offset (see `trainset_e2e::loopback`).
+const PORT: u16 = 884;
+/// Pods per job: 1 Master + 3 Workers, or a TrainJob of 4 nodes.
+const PODS_PER_JOB: usize = 4;
+/// `USER_HZ`: the unit of /proc/<pid>/stat times, 100 on every Linux architecture.
+const TICKS_PER_SECOND: f64 = 100.0;
+/// The users the cluster's audit policy records (`e2e/cluster`).
+const TRAINSET_USER: &str = "system:serviceaccount:trainset-system:trainset";
+const CONTROL_PLANE: [&str; 7] = [
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+    "jobset",
+    "kueue",
+];
+
+struct Args {
+    jobs: usize,
+    peers: bool,
+    steady: usize,
+    hold: u64,
+}
+
+fn args() -> Args {
+    let mut args = Args {
+        jobs: 1000,
+        peers: false,
+        steady: 10_000,
+        hold: 60,
+    };
+    let mut given = std::env::args().skip(1);
+    while let Some(flag) = given.next() {
+        let mut number = |flag: &str| -> u64 {
+            let value = given.next().unwrap_or_default();
+            value
+                .parse()
+                .unwrap_or_else(|e| panic!("{flag} {value:?}: {e}"))
+        };
+        match flag.as_str() {
+            "--jobs" => args.jobs = number("--jobs") as usize,
+            "--steady" => args.steady = number("--steady") as usize,
+            "--hold" => args.hold = number("--hold"),
+            "--peers" => args.peers = true,
+            other => panic!(
+                "unknown argument {other:?}; usage: bench [--jobs N] [--peers] [--steady N] [--hold SECONDS]"
+            ),
+        }
+    }
+    args
+}
+
+fn pytorchjob(index: usize, suspend: bool) -> Value {
+    let template = json!({"spec": {"containers": [{"name": "pytorch", "image": "busybox"}]}});
+    json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+           "metadata": {"name": format!("bench-{index}")},
+           "spec": {"runPolicy": {"suspend": suspend}, "pytorchReplicaSpecs": {
+               "Master": {"replicas": 1, "template": template},
+               "Worker": {"replicas": 3, "template": template}}}})
+}
+
+fn trainjob(index: usize, suspend: bool) -> Value {
+    json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+           "metadata": {"name": format!("bench-{index}")},
+           "spec": {"suspend": suspend, "runtimeRef": {"name": "torch-distributed"},
+                    "trainer": {"numNodes": PODS_PER_JOB}}})
+}
+
+/// Seconds since `start` at which each key was first complete.
+struct Timeline {
+    start: Instant,
+    seen: HashMap<String, f64>,
+}
+
+impl Timeline {
+    /// (median, 99th percentile, last) in seconds.
+    fn summary(&self) -> (f64, f64, f64) {
+        let mut times: Vec<f64> = self.seen.values().copied().collect();
+        times.sort_by(f64::total_cmp);
+        let at = |q: f64| {
+            let index = ((times.len() as f64 * q).ceil() as usize).saturating_sub(1);
+            times.get(index).copied().unwrap_or(f64::NAN)
+        };
+        (at(0.5), at(0.99), times.last().copied().unwrap_or(f64::NAN))
+    }
+
+    fn last(&self) -> f64 {
+        self.summary().2
+    }
+}
+
+/// What an observed object contributes: the key it counts for and a member of that key (a pod
+/// of a job), or nothing.
+type Marker = fn(&DynamicObject) -> Option<(String, String)>;
+
+/// Watches `api` until `count` keys each have `needed` members, recording when each got there.
+async fn observe(
+    api: Api<DynamicObject>,
+    start: Instant,
+    count: usize,
+    needed: usize,
+    mark: Marker,
+) -> Timeline {
+    let mut timeline = Timeline {
+        start,
+        seen: HashMap::new(),
+    };
+    let mut members: HashMap<String, HashSet<String>> = HashMap::new();
+    let events = watcher(api, watcher::Config::default());
+    let mut events = std::pin::pin!(events);
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while timeline.seen.len() < count {
+        let event = match tokio::time::timeout_at(deadline, events.next()).await {
+            Ok(Some(Ok(event))) => event,
+            Ok(Some(Err(_))) => continue,
+            Ok(None) | Err(_) => break,
+        };
+        let object = match event {
+            watcher::Event::Apply(object) | watcher::Event::InitApply(object) => object,
+            _ => continue,
+        };
+        if let Some((key, member)) = mark(&object) {
+            let set = members.entry(key.clone()).or_default();
+            set.insert(member);
+            if set.len() >= needed {
+                let at = timeline.start.elapsed().as_secs_f64();
+                timeline.seen.entry(key).or_insert(at);
+            }
+        }
+    }
+    assert!(
+        timeline.seen.len() >= count,
+        "only {} of {count} within {LIMIT:?}",
+        timeline.seen.len()
+    );
+    timeline
+}
+
+fn exists(object: &DynamicObject) -> Option<(String, String)> {
+    Some((object.name_any(), String::new()))
+}
+
+fn true_condition(object: &DynamicObject, type_: &str) -> Option<(String, String)> {
+    (condition(&status(object), type_)["status"] == "True").then(|| exists(object))?
+}
+
+fn completed(object: &DynamicObject) -> Option<(String, String)> {
+    true_condition(object, "Completed")
+}
+
+fn succeeded(object: &DynamicObject) -> Option<(String, String)> {
+    true_condition(object, "Succeeded")
+}
+
+fn complete(object: &DynamicObject) -> Option<(String, String)> {
+    true_condition(object, "Complete")
+}
+
+fn suspended(object: &DynamicObject) -> Option<(String, String)> {
+    true_condition(object, "Suspended")
+}
+
+/// A pod of a v1 job, counted for the job named by its `training.kubeflow.org/job-name`.
+fn v1_pod(object: &DynamicObject) -> Option<(String, String)> {
+    let job = object.labels().get("training.kubeflow.org/job-name")?;
+    Some((job.clone(), object.name_any()))
+}
+
+/// Creates every object with `IN_FLIGHT` requests at once.
+async fn submit(api: &Api<DynamicObject>, objects: &[Value]) {
+    stream::iter(objects)
+        .for_each_concurrent(IN_FLIGHT, |object| async move {
+            let object: DynamicObject =
+                serde_json::from_value(object.clone()).unwrap_or_else(|e| panic!("object: {e}"));
+            api.create(&PostParams::default(), &object)
+                .await
+                .unwrap_or_else(|e| panic!("creating: {e}"));
+        })
+        .await;
+}
+
+/// CPU seconds (user + system) a process has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at field 3: utime is 14, stime 15.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / TICKS_PER_SECOND
+}
+
+/// A `/proc/<pid>/status` size (`VmRSS` now, `VmHWM` peak) in MiB.
+fn memory_mib(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
+/// A pid e2e/cluster recorded for `component`.
+fn component_pid(component: &str) -> Option<u32> {
+    let path = cluster_state()
+        .join("pids")
+        .join(format!("{component}.pid"));
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn control_plane_cpu() -> f64 {
+    CONTROL_PLANE
+        .iter()
+        .filter_map(|c| component_pid(c))
+        .map(cpu_seconds)
+        .sum()
+}
+
+/// API requests one user made, counted by the apiserver's audit log.
+#[derive(Default)]
+struct Requests {
+    by_verb: BTreeMap<String, usize>,
+    /// Event writes, apart from the rest.
+    events: usize,
+    /// Creates, updates, patches and deletes of anything but events and Leases.
+    writes: usize,
+}
+
+impl Requests {
+    fn total(&self) -> usize {
+        self.by_verb.values().sum()
+    }
+}
+
+/// A place in the audit log; [`Audit::since`] counts what was logged after it.
+struct Audit(u64);
+
+fn audit_path() -> std::path::PathBuf {
+    std::env::var_os("TRAINSET_E2E_AUDIT_LOG")
+        .map_or_else(|| cluster_state().join("audit.log"), Into::into)
+}
+
+impl Audit {
+    fn mark() -> Self {
+        Audit(std::fs::metadata(audit_path()).map_or(0, |m| m.len()))
+    }
+
+    fn since(&self, user: &str) -> Requests {
+        let mut requests = Requests::default();
+        let Ok(mut file) = std::fs::File::open(audit_path()) else {
+            return requests;
+        };
+        // A log rotated meanwhile is read from its start.
+        let from = if file.metadata().map_or(0, |m| m.len()) >= self.0 {
+            self.0
+        } else {
+            0
+        };
+        if file.seek(SeekFrom::Start(from)).is_err() {
+            return requests;
+        }
+        let mut counted = HashSet::new();
+        for line in BufReader::new(file).lines().map_while(Result::ok) {
+            let Ok(event) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if event["user"]["username"] != user {
+                continue;
+            }
+            // A watch is logged when it starts and when it ends: count it once.
+            let id = event["auditID"].as_str().unwrap_or_default().to_owned();
+            if !counted.insert(id) {
+                continue;
+            }
+            let verb = event["verb"].as_str().unwrap_or_default().to_owned();
+            let resource = event["objectRef"]["resource"].as_str().unwrap_or_default();
+            if resource == "events" {
+                requests.events += 1;
+            } else if resource != "leases"
+                && matches!(verb.as_str(), "create" | "update" | "patch" | "delete")
+            {
+                requests.writes += 1;
+            }
+            *requests.by_verb.entry(verb).or_default() += 1;
+        }
+        requests
+    }
+}
+
+/// One system running N jobs.
+struct Run {
+    label: &'static str,
+    /// Every JobSet exists (v1: every pod).
+    exists: Timeline,
+    /// Every job reported finished.
+    done: Timeline,
+    /// The operator's CPU seconds and peak RSS (MiB), and what it asked the apiserver.
+    operator: Option<(f64, f64, Requests)>,
+    control_plane_cpu: f64,
+}
+
+/// Many live suspended jobs held still.
+struct Steady {
+    label: &'static str,
+    rss_mib: f64,
+    idle_cpu_pct: f64,
+}
+
+/// How one system is driven.
+struct System {
+    label: &'static str,
+    /// The operator's pid and its audit user; `None` for the direct run.
+    operator: Option<(u32, &'static str)>,
+    manifest: fn(usize, bool) -> Value,
+    /// The object whose completion is watched, and how it counts.
+    done: Marker,
+    /// What shows the job's work exists: its JobSet (or its pods, `PODS_PER_JOB` of them).
+    exists_pods: bool,
+    /// What shows a suspended job was taken in.
+    taken_in: Marker,
+    taken_in_jobsets: bool,
+}
+
+async fn run_jobs(client: &Client, system: &System, jobs: usize) -> Run {
+    let ns = TestNamespace::create(client, &format!("bench-{}", system.label)).await;
+    let manifests: Vec<Value> = (0..jobs).map(|i| (system.manifest)(i, false)).collect();
+    let objects: Vec<Value> = match system.operator {
+        Some(_) => manifests,
+        None => manifests
+            .iter()
+            .map(|m| direct_jobset(m, &ns.name))
+            .collect(),
+    };
+    let api = dynamic_api(client, &objects[0], Some(&ns.name));
+    let jobsets = dynamic_api(client, &jobset_kind(), Some(&ns.name));
+    let pods = dynamic_api(
+        client,
+        &json!({"apiVersion": "v1", "kind": "Pod"}),
+        Some(&ns.name),
+    );
+    let (exists_api, needed, mark): (_, _, Marker) = if system.exists_pods {
+        (pods, PODS_PER_JOB, v1_pod)
+    } else {
+        (jobsets, 1, exists)
+    };
+    let audit = Audit::mark();
+    let operator_cpu = system.operator.map(|(pid, _)| cpu_seconds(pid));
+    let control_plane = control_plane_cpu();
+    let start = Instant::now();
+    let ((), exists, done) = tokio::join!(
+        submit(&api, &objects),
+        observe(exists_api, start, jobs, needed, mark),
+        observe(api.clone(), start, jobs, 1, system.done),
+    );
+    let control_plane_cpu = control_plane_cpu() - control_plane;
+    let operator = system
+        .operator
+        .zip(operator_cpu)
+        .map(|((pid, user), before)| {
+            (
+                cpu_seconds(pid) - before,
+                memory_mib(pid, "VmHWM"),
+                audit.since(user),
+            )
+        });
+    delete_and_wait(client, ns).await;
+    Run {
+        label: system.label,
+        exists,
+        done,
+        operator,
+        control_plane_cpu,
+    }
+}
+
+async fn steady_state(client: &Client, system: &System, count: usize, hold: u64) -> Option<Steady> {
+    let (pid, _) = system.operator?;
+    let ns = TestNamespace::create(client, &format!("steady-{}", system.label)).await;
+    let manifests: Vec<Value> = (0..count).map(|i| (system.manifest)(i, true)).collect();
+    let api = dynamic_api(client, &manifests[0], Some(&ns.name));
+    let watched = if system.taken_in_jobsets {
+        dynamic_api(client, &jobset_kind(), Some(&ns.name))
+    } else {
+        api.clone()
+    };
+    let start = Instant::now();
+    let ((), taken) = tokio::join!(
+        submit(&api, &manifests),
+        observe(watched, start, count, 1, system.taken_in)
+    );
+    println!(
+        "{}: {count} suspended jobs taken in after {:.1} s; holding {hold} s",
+        system.label,
+        taken.last()
+    );
+    let before = cpu_seconds(pid);
+    tokio::time::sleep(Duration::from_secs(hold)).await;
+    let idle_cpu_pct = (cpu_seconds(pid) - before) / hold as f64 * 100.0;
+    let rss_mib = memory_mib(pid, "VmRSS");
+    delete_and_wait(client, ns).await;
+    Some(Steady {
+        label: system.label,
+        rss_mib,
+        idle_cpu_pct,
+    })
+}
+
+fn jobset_kind() -> Value {
+    json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet"})
+}
+
+/// The JobSet trainset compiles `manifest` to, standing alone (no owner to point at).
+fn direct_jobset(manifest: &Value, namespace: &str) -> Value {
+    let options = Options {
+        default_namespace: Some(namespace),
+        ssh_key: None,
+        cluster_domain: None,
+    };
+    let compiled = compile_manifest(manifest.clone(), &options).expect("compiles");
+    let mut jobset = serde_json::to_value(&compiled.jobset).expect("JSON");
+    jobset["metadata"]["ownerReferences"] = Value::Null;
+    jobset
+}
+
+/// Deletes the namespace and waits until it is gone, so its cleanup does not load the next run.
+async fn delete_and_wait(client: &Client, ns: TestNamespace) {
+    let name = ns.name.clone();
+    ns.delete().await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let deadline = Instant::now() + LIMIT;
+    while Instant::now() < deadline && matches!(namespaces.get_opt(&name).await, Ok(Some(_))) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Starts the release trainset on the bench's port and waits until it leads.
+async fn start_trainset(client: &Client) -> operator::Extra {
+    let address = loopback(PORT);
+    let extra = operator::spawn_extra(client, &address).await;
+    trainset_e2e::wait_for(
+        Duration::from_secs(90),
+        "the bench's trainset to lead",
+        || async { (http_get(&address, "/readyz").await?.0 == 200).then_some(()) },
+    )
+    .await;
+    extra
+}
+
+fn peer_pid(peer: &str) -> u32 {
+    component_pid(peer).unwrap_or_else(|| panic!("no pid recorded for {peer}"))
+}
+
+fn print_table(runs: &[Run], steady: &[Steady], jobs: usize) {
+    let cell = |s: String| format!("{s:>18}");
+    let header: String = runs.iter().map(|r| cell(r.label.to_owned())).collect();
+    println!(
+        "\n{jobs} PyTorchJobs (1 Master + 3 Workers; pods complete after 1 s + jitter), {IN_FLIGHT} creations in flight"
+    );
+    println!("{:<40}{header}", "");
+    let row = |label: &str, value: &dyn Fn(&Run) -> String| {
+        let cells: String = runs.iter().map(|r| cell(value(r))).collect();
+        println!("{label:<40}{cells}");
+    };
+    let times = |(p50, p99, last): (f64, f64, f64)| format!("{p50:.1}/{p99:.1}/{last:.1}");
+    row("work exists, p50/p99/last (s)", &|r| {
+        times(r.exists.summary())
+    });
+    row("job finished, p50/p99/last (s)", &|r| {
+        times(r.done.summary())
+    });
+    row("operator CPU (s)", &|r| {
+        r.operator
+            .as_ref()
+            .map_or("-".into(), |o| format!("{:.1}", o.0))
+    });
+    row("operator peak RSS (MiB)", &|r| {
+        r.operator
+            .as_ref()
+            .map_or("-".into(), |o| format!("{:.1}", o.1))
+    });
+    row("control plane CPU (s)", &|r| {
+        format!("{:.1}", r.control_plane_cpu)
+    });
+    let per_job = |n: usize| format!("{:.2}", n as f64 / jobs as f64);
+    row("operator requests per job", &|r| {
+        r.operator
+            .as_ref()
+            .map_or("-".into(), |o| per_job(o.2.total()))
+    });
+    row("  writes per job (events apart)", &|r| {
+        r.operator
+            .as_ref()
+            .map_or("-".into(), |o| per_job(o.2.writes))
+    });
+    row("  events per job", &|r| {
+        r.operator
+            .as_ref()
+            .map_or("-".into(), |o| per_job(o.2.events))
+    });
+    let verbs: HashSet<&String> = runs
+        .iter()
+        .filter_map(|r| r.operator.as_ref())
+        .flat_map(|o| o.2.by_verb.keys())
+        .collect();
+    let mut verbs: Vec<&String> = verbs.into_iter().collect();
+    verbs.sort();
+    for verb in verbs {
+        row(&format!("  {verb} per job"), &|r| {
+            r.operator.as_ref().map_or("-".into(), |o| {
+                per_job(o.2.by_verb.get(verb).copied().unwrap_or(0))
+            })
+        });
+    }
+    for s in steady {
+        println!(
+            "steady state, {}: RSS {:.1} MiB, idle CPU {:.2} % of a core",
+            s.label, s.rss_mib, s.idle_cpu_pct
+        );
+    }
+}
+
+fn print_keys(runs: &[Run], steady: &[Steady], jobs: usize) {
+    let find = |label: &str| runs.iter().find(|r| r.label == label);
+    let per_job = |n: usize| n as f64 / jobs as f64;
+    let mut keys: Vec<(String, String)> = Vec::new();
+    if let (Some(direct), Some(trainset)) = (find("direct"), find("trainset")) {
+        let ratio = |a: f64, b: f64| format!("{:.2}", a / b);
+        keys.push((
+            "ratio_exists_vs_direct".into(),
+            ratio(trainset.exists.last(), direct.exists.last()),
+        ));
+        keys.push((
+            "ratio_done_vs_direct".into(),
+            ratio(trainset.done.last(), direct.done.last()),
+        ));
+    }
+    for (prefix, label) in [
+        ("trainset", "trainset"),
+        ("v1", "training-operator"),
+        ("trainer", "trainer"),
+    ] {
+        let Some(run) = find(label) else { continue };
+        keys.push((
+            format!("{prefix}_done_s"),
+            format!("{:.1}", run.done.last()),
+        ));
+        if let Some((cpu, rss, requests)) = &run.operator {
+            let (rss_key, requests_key) = if prefix == "trainset" {
+                ("rss_mib_1k".to_owned(), "requests_per_job".to_owned())
+            } else {
+                (
+                    format!("{prefix}_rss_mib_1k"),
+                    format!("{prefix}_requests_per_job"),
+                )
+            };
+            keys.push((format!("{prefix}_cpu_s"), format!("{cpu:.1}")));
+            keys.push((rss_key, format!("{rss:.1}")));
+            keys.push((requests_key, format!("{:.2}", per_job(requests.total()))));
+            if prefix == "trainset" {
+                keys.push((
+                    "writes_per_job".into(),
+                    format!("{:.2}", per_job(requests.writes)),
+                ));
+                keys.push((
+                    "events_per_job".into(),
+                    format!("{:.2}", per_job(requests.events)),
+                ));
+            }
+        }
+    }
+    for s in steady {
+        let prefix = match s.label {
+            "trainset" => String::new(),
+            "training-operator" => "v1_".into(),
+            other => format!("{other}_"),
+        };
+        keys.push((format!("{prefix}rss_mib_10k"), format!("{:.1}", s.rss_mib)));
+        keys.push((
+            format!("{prefix}idle_cpu_pct_10k"),
+            format!("{:.2}", s.idle_cpu_pct),
+        ));
+    }
+    println!();
+    for (key, value) in keys {
+        println!("{key}={value}");
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args = args();
+    let client = client().await;
+    install_crds(&client).await;
+    let mut runs = Vec::new();
+    let mut steady = Vec::new();
+
+    // trainset first and the direct floor after it, on a control plane trainset has warmed: the
+    // order does not favour trainset.
+    let trainset_process = start_trainset(&client).await;
+    let trainset = System {
+        label: "trainset",
+        operator: Some((trainset_process.pid(), TRAINSET_USER)),
+        manifest: pytorchjob,
+        done: succeeded,
+        exists_pods: false,
+        taken_in: exists,
+        taken_in_jobsets: true,
+    };
+    runs.push(run_jobs(&client, &trainset, args.jobs).await);
+    steady.extend(steady_state(&client, &trainset, args.steady, args.hold).await);
+    drop(trainset_process);
+
+    let direct = System {
+        label: "direct",
+        operator: None,
+        manifest: pytorchjob,
+        done: completed,
+        exists_pods: false,
+        taken_in: exists,
+        taken_in_jobsets: true,
+    };
+    runs.push(run_jobs(&client, &direct, args.jobs).await);
+
+    if args.peers {
+        let peer = Peer::start("training-operator");
+        let v1 = System {
+            label: "training-operator",
+            operator: Some((peer_pid("training-operator"), "training-operator")),
+            manifest: pytorchjob,
+            done: succeeded,
+            exists_pods: true,
+            taken_in: suspended,
+            taken_in_jobsets: false,
+        };
+        runs.push(run_jobs(&client, &v1, args.jobs).await);
+        steady.extend(steady_state(&client, &v1, args.steady, args.hold).await);
+        drop(peer);
+
+        let peer = Peer::start("trainer");
+        let trainer = System {
+            label: "trainer",
+            operator: Some((peer_pid("trainer"), "trainer")),
+            manifest: trainjob,
+            done: complete,
+            exists_pods: false,
+            taken_in: exists,
+            taken_in_jobsets: true,
+        };
+        runs.push(run_jobs(&client, &trainer, args.jobs).await);
+        steady.extend(steady_state(&client, &trainer, args.steady, args.hold).await);
+        drop(peer);
+    }
+
+    print_table(&runs, &steady, args.jobs);
+    print_keys(&runs, &steady, args.jobs);
+}
