@@ -267,6 +267,17 @@ pub fn changed(old: &JobStatus, new: &JobStatus) -> bool {
     without_times(old) != without_times(new)
 }
 
+/// Whether two statuses that [`changed`] differ only in their replica counts (no condition,
+/// state, restart or time changed): such a change may wait for the next write.
+pub fn only_counts_changed(old: &JobStatus, new: &JobStatus) -> bool {
+    let without_counts = |status: &JobStatus| {
+        let mut status = without_times(status);
+        status.replica_statuses.clear();
+        status
+    };
+    without_counts(old) == without_counts(new)
+}
+
 fn without_times(status: &JobStatus) -> JobStatus {
     let epoch = || Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
     let mut status = status.clone();

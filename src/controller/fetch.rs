@@ -23,6 +23,7 @@ pub struct Fetched {
     pub jobs: Vec<k8s_openapi::api::batch::v1::Job>,
     pub compiled: Option<Result<crate::compile::Compiled, String>>,
     pub own_workload: bool,
+    pub since_status_write: Option<std::time::Duration>,
 }
 
 impl Fetched {
@@ -34,6 +35,7 @@ impl Fetched {
             compiled: self.compiled.take(),
             own_workload: self.own_workload,
             now: Time(Timestamp::now()),
+            since_status_write: self.since_status_write,
         }
     }
 }
@@ -45,6 +47,10 @@ pub async fn fetch<K: Served>(job: &K, namespace: &str, ctx: &Context) -> Result
         jobs: Vec::new(),
         compiled: None,
         own_workload: false,
+        since_status_write: ctx
+            .status_writes()
+            .get(&super::object_key(job))
+            .map(std::time::Instant::elapsed),
     };
     if !plan::managed_here(job) || job.job_status().is_some_and(crate::status::is_terminal) {
         return Ok(fetched);

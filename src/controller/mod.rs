@@ -93,11 +93,19 @@ struct Context {
     cluster_domain: Option<String>,
     /// Consecutive failed reconciles per object, for the retry backoff.
     failures: Mutex<HashMap<String, u32>>,
+    /// When this process last wrote each unfinished job's status (see `plan::COUNTS_INTERVAL`).
+    status_writes: Mutex<HashMap<String, Instant>>,
 }
 
 impl Context {
     fn failures(&self) -> MutexGuard<'_, HashMap<String, u32>> {
         self.failures.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn status_writes(&self) -> MutexGuard<'_, HashMap<String, Instant>> {
+        self.status_writes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -148,6 +156,7 @@ pub async fn run(
         metrics,
         cluster_domain,
         failures: Default::default(),
+        status_writes: Default::default(),
     });
 
     /// Each kind's controller, not yet started, subscribed to the shared watches.
@@ -221,6 +230,7 @@ async fn controller<K: Served>(ctx: Arc<Context>, triggers: caches::Triggers, sh
                             &object.name,
                         );
                         ctx.failures().remove(&key);
+                        ctx.status_writes().remove(&key);
                     }
                     Err(error) => {
                         tracing::warn!(kind = K::kind(&()).as_ref(), %error, "reconcile failed")
@@ -283,6 +293,14 @@ async fn fetch_plan_apply_report<K: Served>(job: &K, ctx: &Context) -> Result<Ac
         let now = fetched.facts(job).now;
         plan = plan::invalid(job, &reason, &now);
         apply::apply(job, &namespace, &plan, ctx).await?;
+    }
+    if let Some(status) = &plan.status {
+        let key = object_key(job);
+        if crate::status::is_terminal(status) {
+            ctx.status_writes().remove(&key);
+        } else {
+            ctx.status_writes().insert(key, Instant::now());
+        }
     }
     report::report(job, &plan.happened, ctx).await;
     Ok(match plan.requeue {

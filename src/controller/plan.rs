@@ -39,7 +39,13 @@ pub struct Facts<'a, K> {
     /// A Kueue Workload belongs to the job (when [`Needs::workload`]).
     pub own_workload: bool,
     pub now: Time,
+    /// How long ago this process last wrote the job's status, if it did.
+    pub since_status_write: Option<Duration>,
 }
+
+/// A change of replica counts alone is written at most this often; a change of condition, state
+/// or restarts at once. A job's pods start and end one by one, and each would be a write.
+pub const COUNTS_INTERVAL: Duration = Duration::from_secs(5);
 
 /// A change of the JobSet's `spec.suspend`.
 #[derive(Debug, PartialEq)]
@@ -205,8 +211,17 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
     } else {
         plan.requeue = deadline.map(|left| left + Duration::from_secs(1));
     }
-    if status::changed(previous.unwrap_or(&empty), &next) {
-        plan.status = Some(next);
+    let previous = previous.unwrap_or(&empty);
+    if status::changed(previous, &next) {
+        let wait = facts
+            .since_status_write
+            .filter(|_| status::only_counts_changed(previous, &next))
+            .and_then(|since| COUNTS_INTERVAL.checked_sub(since))
+            .filter(|wait| !wait.is_zero());
+        match wait {
+            Some(wait) => plan.requeue = Some(plan.requeue.map_or(wait, |r| r.min(wait))),
+            None => plan.status = Some(next),
+        }
     }
     Ok(plan)
 }
@@ -454,6 +469,7 @@ mod tests {
             compiled: None,
             own_workload: false,
             now: at(now),
+            since_status_write: None,
         }
     }
 
@@ -545,6 +561,44 @@ mod tests {
         assert!(plan.status.is_none(), "{:?}", plan.status);
         assert!(plan.happened.is_empty() && plan.create.is_none() && !plan.delete_jobset);
         assert!(plan.requeue.is_none());
+    }
+
+    #[test]
+    fn new_counts_alone_wait_for_the_interval_and_new_conditions_do_not() {
+        let more = [job("master", 1, 0), job("worker", 1, 1)];
+        let job = pytorch(json!({}), running_status(0));
+        let live = running_jobset();
+        let mut recent = facts(&job, Some(&live), &more, 3);
+        recent.since_status_write = Some(Duration::from_secs(2));
+        let deferred = plan(recent).expect("plan");
+        assert!(deferred.status.is_none());
+        assert_eq!(
+            deferred.requeue,
+            Some(COUNTS_INTERVAL - Duration::from_secs(2))
+        );
+
+        let mut later = facts(&job, Some(&live), &more, 9);
+        later.since_status_write = Some(COUNTS_INTERVAL);
+        assert!(plan(later).expect("plan").status.is_some());
+        // Not written by this process (a restart): written at once.
+        assert!(
+            plan(facts(&job, Some(&live), &more, 3))
+                .expect("plan")
+                .status
+                .is_some()
+        );
+
+        let done = jobset(
+            false,
+            json!({}),
+            json!({"terminalState": "Completed", "conditions": [condition("Completed", "AllJobsCompleted")]}),
+        );
+        let mut ended = facts(&job, Some(&done), &more, 3);
+        ended.since_status_write = Some(Duration::from_secs(1));
+        assert_eq!(
+            state(&plan(ended).expect("plan")).as_deref(),
+            Some(status::SUCCEEDED)
+        );
     }
 
     #[test]

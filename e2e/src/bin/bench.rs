@@ -29,6 +29,9 @@ const IN_FLIGHT: usize = 16;
 const LIMIT: Duration = Duration::from_secs(1200);
 /// The bench's own trainset listens on this port offset (see `trainset_e2e::loopback`).
 const PORT: u16 = 884;
+/// The wait between the last job taken in and the idle measurement: the JobSet and Job
+/// controllers finish their part meanwhile.
+const SETTLE: Duration = Duration::from_secs(15);
 /// Pods per job: 1 Master + 3 Workers, or a TrainJob of 4 nodes.
 const PODS_PER_JOB: usize = 4;
 /// `USER_HZ`: the unit of /proc/<pid>/stat times, 100 on every Linux architecture.
@@ -358,9 +361,6 @@ struct System {
     done: Marker,
     /// What shows the job's work exists: its JobSet (or its pods, `PODS_PER_JOB` of them).
     exists_pods: bool,
-    /// What shows a suspended job was taken in.
-    taken_in: Marker,
-    taken_in_jobsets: bool,
 }
 
 async fn run_jobs(client: &Client, system: &System, jobs: usize) -> Run {
@@ -420,21 +420,18 @@ async fn steady_state(client: &Client, system: &System, count: usize, hold: u64)
     let ns = TestNamespace::create(client, &format!("steady-{}", system.label)).await;
     let manifests: Vec<Value> = (0..count).map(|i| (system.manifest)(i, true)).collect();
     let api = dynamic_api(client, &manifests[0], Some(&ns.name));
-    let watched = if system.taken_in_jobsets {
-        dynamic_api(client, &jobset_kind(), Some(&ns.name))
-    } else {
-        api.clone()
-    };
+    // Taken in: the operator reported the job suspended.
     let start = Instant::now();
     let ((), taken) = tokio::join!(
         submit(&api, &manifests),
-        observe(watched, start, count, 1, system.taken_in)
+        observe(api.clone(), start, count, 1, suspended)
     );
     println!(
-        "{}: {count} suspended jobs taken in after {:.1} s; holding {hold} s",
+        "{}: {count} suspended jobs taken in after {:.1} s; settling {SETTLE:?}, then holding {hold} s",
         system.label,
         taken.last()
     );
+    tokio::time::sleep(SETTLE).await;
     let before = cpu_seconds(pid);
     tokio::time::sleep(Duration::from_secs(hold)).await;
     let idle_cpu_pct = (cpu_seconds(pid) - before) / hold as f64 * 100.0;
@@ -645,8 +642,6 @@ async fn main() {
         manifest: pytorchjob,
         done: succeeded,
         exists_pods: false,
-        taken_in: exists,
-        taken_in_jobsets: true,
     };
     runs.push(run_jobs(&client, &trainset, args.jobs).await);
     steady.extend(steady_state(&client, &trainset, args.steady, args.hold).await);
@@ -658,8 +653,6 @@ async fn main() {
         manifest: pytorchjob,
         done: completed,
         exists_pods: false,
-        taken_in: exists,
-        taken_in_jobsets: true,
     };
     runs.push(run_jobs(&client, &direct, args.jobs).await);
 
@@ -671,8 +664,6 @@ async fn main() {
             manifest: pytorchjob,
             done: succeeded,
             exists_pods: true,
-            taken_in: suspended,
-            taken_in_jobsets: false,
         };
         runs.push(run_jobs(&client, &v1, args.jobs).await);
         steady.extend(steady_state(&client, &v1, args.steady, args.hold).await);
@@ -685,8 +676,6 @@ async fn main() {
             manifest: trainjob,
             done: complete,
             exists_pods: false,
-            taken_in: exists,
-            taken_in_jobsets: true,
         };
         runs.push(run_jobs(&client, &trainer, args.jobs).await);
         steady.extend(steady_state(&client, &trainer, args.steady, args.hold).await);
