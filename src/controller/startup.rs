@@ -3,33 +3,28 @@
 
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Client;
+use jobset_types::JobSet;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::{Client, Resource};
 
 use super::Shutdown;
 use crate::pod_labels::{self, BINDING, POLICY, POLICY_API, POLICY_NAME, Support};
 
 pub const JOBSET_CRD: &str = "jobsets.jobset.x-k8s.io";
 
-/// Waits, logging why, until the JobSet CRD is established. Returns false on shutdown.
+/// Waits, logging why, until the apiserver serves JobSets (their CRD is established). Returns
+/// false on shutdown. Asks discovery, not for the CRD: the CRD is megabytes of schema that the
+/// allocator would keep for the life of the process.
 pub async fn wait_for_jobset_crd(client: &Client, shutdown: Shutdown) -> bool {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut shutdown = std::pin::pin!(shutdown);
+    let api_version = JobSet::api_version(&());
     loop {
-        let established = match crds.get_opt(JOBSET_CRD).await {
-            Ok(Some(crd)) => crd.status.and_then(|s| s.conditions).is_some_and(|c| {
-                c.iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            }),
-            Ok(None) => false,
-            Err(error) => {
-                tracing::warn!(%error, "cannot read the JobSet CRD yet");
-                false
+        match client.list_api_group_resources(&api_version).await {
+            Ok(list) if list.resources.iter().any(|r| r.name == JobSet::plural(&())) => {
+                return true;
             }
-        };
-        if established {
-            return true;
+            Ok(_) | Err(kube::Error::Api(_)) => {}
+            Err(error) => tracing::warn!(%error, "cannot ask the apiserver for JobSets yet"),
         }
         tracing::info!(
             crd = JOBSET_CRD,

@@ -416,7 +416,7 @@ async fn run_jobs(client: &Client, system: &System, jobs: usize) -> Run {
 }
 
 async fn steady_state(client: &Client, system: &System, count: usize, hold: u64) -> Option<Steady> {
-    let (pid, _) = system.operator?;
+    let (pid, _) = system.operator.filter(|_| count > 0)?;
     let ns = TestNamespace::create(client, &format!("steady-{}", system.label)).await;
     let manifests: Vec<Value> = (0..count).map(|i| (system.manifest)(i, true)).collect();
     let api = dynamic_api(client, &manifests[0], Some(&ns.name));
