@@ -8,7 +8,6 @@ use std::sync::Arc;
 use futures::channel::mpsc::{Receiver, Sender, channel};
 use futures::{SinkExt, StreamExt};
 use jobset_types::JobSet;
-use jobset_types::keys::label as jobset_label;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PodSpec;
 use kube::api::Api;
@@ -17,6 +16,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
 use super::Shutdown;
+use crate::api::limits::MAX_TOTAL_REPLICAS;
 use crate::compile::{MANAGED_BY, OPERATOR_NAME, TRAINSET};
 use crate::kinds::Served;
 
@@ -45,20 +45,22 @@ impl Caches {
         self.jobsets.wait_until_ready().await.is_ok() && self.jobs.wait_until_ready().await.is_ok()
     }
 
-    /// The Jobs of the JobSet `name` in `namespace`.
-    pub fn jobs_of(&self, namespace: &str, name: &str) -> Vec<Job> {
-        self.jobs
-            .state()
-            .iter()
-            .filter(|job| {
-                job.namespace().as_deref() == Some(namespace)
-                    && job
-                        .labels()
-                        .get(jobset_label::JOBSET_NAME)
-                        .map(String::as_str)
-                        == Some(name)
-            })
-            .map(|job| (**job).clone())
+    /// The Jobs of `jobset`, looked up by the names JobSet gives them
+    /// (`<jobset>-<replicated job>-<index>`): a reconcile costs the JobSet's size, not the cache's.
+    pub fn jobs_of(&self, jobset: &JobSet) -> Vec<Job> {
+        let (name, namespace) = (jobset.name_any(), jobset.namespace().unwrap_or_default());
+        let name = name.as_str();
+        let names = jobset.spec.replicated_jobs.iter().flat_map(|replicated| {
+            let count = replicated
+                .replicas
+                .unwrap_or(1)
+                .clamp(0, MAX_TOTAL_REPLICAS);
+            (0..count).map(move |index| format!("{name}-{}-{index}", replicated.name))
+        });
+        names
+            .take(MAX_TOTAL_REPLICAS.unsigned_abs() as usize)
+            .filter_map(|job| self.jobs.get(&ObjectRef::new(&job).within(&namespace)))
+            .map(|job| (*job).clone())
             .collect()
     }
 }
@@ -302,6 +304,41 @@ mod tests {
         let full = crate::suspend::resume_patch(&live, &wanted);
         assert_eq!(crate::suspend::resume_patch(&trimmed, &wanted), full);
         assert!(!full.0.is_empty(), "the node selector changed: {full:?}");
+    }
+
+    #[test]
+    fn the_jobs_of_a_jobset_are_found_by_their_names() {
+        let (store, mut writer) = reflector::store::<Job>();
+        let job = |name: &str, namespace: &str| -> Job {
+            serde_json::from_value(json!({"metadata": {"name": name, "namespace": namespace}}))
+                .unwrap_or_else(|e| panic!("Job: {e}"))
+        };
+        let (jobsets, _) = reflector::store::<JobSet>();
+        for (name, namespace) in [
+            ("demo-master-0", "ns"),
+            ("demo-worker-0", "ns"),
+            ("demo-worker-1", "ns"),
+            ("demo-worker-0", "elsewhere"),
+            ("demo2-worker-0", "ns"),
+        ] {
+            writer.apply_watcher_event(&watcher::Event::Apply(job(name, namespace)));
+        }
+        let caches = Caches {
+            jobsets,
+            jobs: store,
+        };
+        let demo: JobSet = serde_json::from_value(json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "demo", "namespace": "ns"},
+            "spec": {"replicatedJobs": [
+                {"name": "master", "template": {}},
+                {"name": "worker", "replicas": 2, "template": {}}
+            ]}
+        }))
+        .unwrap_or_else(|e| panic!("JobSet: {e}"));
+        let mut found: Vec<String> = caches.jobs_of(&demo).iter().map(|j| j.name_any()).collect();
+        found.sort();
+        assert_eq!(found, ["demo-master-0", "demo-worker-0", "demo-worker-1"]);
     }
 
     #[test]

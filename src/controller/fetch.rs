@@ -66,8 +66,8 @@ pub async fn fetch<K: Served>(job: &K, namespace: &str, ctx: &Context) -> Result
             .await
             .map_err(kube_error("getting JobSet", &name))?,
     };
-    if fetched.jobset.is_some() {
-        fetched.jobs = ctx.caches.jobs_of(namespace, &name);
+    if let Some(jobset) = &fetched.jobset {
+        fetched.jobs = ctx.caches.jobs_of(jobset);
     }
     let needs = plan::needs(job, fetched.jobset.as_ref());
     if needs.compiled {
