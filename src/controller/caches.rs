@@ -8,8 +8,10 @@ use std::sync::Arc;
 use futures::channel::mpsc::{Receiver, Sender, channel};
 use futures::{SinkExt, StreamExt};
 use jobset_types::JobSet;
-use k8s_openapi::api::batch::v1::Job;
+use jobset_types::keys::label as jobset_label;
+use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -17,7 +19,7 @@ use kube::{Client, Resource, ResourceExt};
 
 use super::Shutdown;
 use crate::api::limits::MAX_TOTAL_REPLICAS;
-use crate::compile::{MANAGED_BY, OPERATOR_NAME, TRAINSET};
+use crate::compile::{MANAGED_BY, OPERATOR_NAME, REPLICA_TYPE, TRAINSET};
 use crate::kinds::Served;
 
 /// Events a controller may fall behind by before its watch waits for it.
@@ -158,11 +160,37 @@ impl Trim for JobSet {
 }
 
 impl Trim for Job {
+    /// What reconciles and routing read: the name, the labels that say whose pods and which
+    /// restart attempt, and the pod counts. The rest (pod template, annotations, conditions) is
+    /// most of a Job's size.
     fn trim(&mut self) {
-        self.managed_fields_mut().clear();
-        if let Some(spec) = self.spec.as_mut() {
-            spec.template = Default::default();
-        }
+        let metadata = std::mem::take(&mut self.metadata);
+        let kept = [
+            REPLICA_TYPE,
+            OPERATOR_NAME,
+            jobset_label::JOBSET_NAME,
+            jobset_label::RESTART_ATTEMPT,
+        ];
+        let labels = metadata.labels.map(|mut labels| {
+            labels.retain(|key, _| kept.contains(&key.as_str()));
+            labels
+        });
+        self.metadata = ObjectMeta {
+            name: metadata.name,
+            namespace: metadata.namespace,
+            uid: metadata.uid,
+            resource_version: metadata.resource_version,
+            labels,
+            ..ObjectMeta::default()
+        };
+        self.spec = None;
+        self.status = self.status.take().map(|status| JobStatus {
+            active: status.active,
+            succeeded: status.succeeded,
+            failed: status.failed,
+            start_time: status.start_time,
+            ..JobStatus::default()
+        });
     }
 }
 
@@ -342,17 +370,30 @@ mod tests {
     }
 
     #[test]
-    fn a_job_keeps_its_status_but_not_its_pod_template() {
+    fn a_job_keeps_its_counts_and_the_labels_read_and_nothing_else() {
         let mut job: Job = serde_json::from_value(json!({
-            "metadata": {"name": "j", "managedFields": [{"manager": "m"}]},
+            "metadata": {"name": "j", "namespace": "ns", "managedFields": [{"manager": "m"}],
+                         "annotations": {"a": "b"},
+                         "labels": {"training.kubeflow.org/replica-type": "worker",
+                                    "jobset.sigs.k8s.io/restart-attempt": "0",
+                                    "jobset.sigs.k8s.io/jobset-name": "demo",
+                                    "training.kubeflow.org/operator-name": "pytorchjob-controller",
+                                    "other": "x"}},
             "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}},
-            "status": {"active": 2}
+            "status": {"active": 2, "succeeded": 1, "failed": 0, "startTime": "2027-01-15T08:00:00Z",
+                       "conditions": [{"type": "Complete", "status": "False"}]}
         }))
         .unwrap_or_else(|e| panic!("Job: {e}"));
         job.trim();
-        assert!(job.managed_fields().is_empty());
-        let template = job.spec.as_ref().map(|s| s.template.clone());
-        assert_eq!(template, Some(Default::default()));
-        assert_eq!(job.status.and_then(|s| s.active), Some(2));
+        let expected: Job = serde_json::from_value(json!({
+            "metadata": {"name": "j", "namespace": "ns",
+                         "labels": {"training.kubeflow.org/replica-type": "worker",
+                                    "jobset.sigs.k8s.io/restart-attempt": "0",
+                                    "jobset.sigs.k8s.io/jobset-name": "demo",
+                                    "training.kubeflow.org/operator-name": "pytorchjob-controller"}},
+            "status": {"active": 2, "succeeded": 1, "failed": 0, "startTime": "2027-01-15T08:00:00Z"}
+        }))
+        .unwrap_or_else(|e| panic!("Job: {e}"));
+        assert_eq!(job, expected);
     }
 }

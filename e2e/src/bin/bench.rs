@@ -103,9 +103,28 @@ fn trainjob(index: usize, suspend: bool) -> Value {
 struct Timeline {
     start: Instant,
     seen: HashMap<String, f64>,
+    expected: usize,
 }
 
 impl Timeline {
+    fn complete(&self) -> bool {
+        self.seen.len() >= self.expected
+    }
+
+    /// p50 / p99 / last, or how many of how many got there within [`LIMIT`].
+    fn describe(&self) -> String {
+        if !self.complete() {
+            return format!(
+                "{}/{} in {}s",
+                self.seen.len(),
+                self.expected,
+                LIMIT.as_secs()
+            );
+        }
+        let (p50, p99, last) = self.summary();
+        format!("{p50:.1}/{p99:.1}/{last:.1}")
+    }
+
     /// (median, 99th percentile, last) in seconds.
     fn summary(&self) -> (f64, f64, f64) {
         let mut times: Vec<f64> = self.seen.values().copied().collect();
@@ -117,8 +136,13 @@ impl Timeline {
         (at(0.5), at(0.99), times.last().copied().unwrap_or(f64::NAN))
     }
 
+    /// When the last one got there; infinite when not all did.
     fn last(&self) -> f64 {
-        self.summary().2
+        if self.complete() {
+            self.summary().2
+        } else {
+            f64::INFINITY
+        }
     }
 }
 
@@ -137,6 +161,7 @@ async fn observe(
     let mut timeline = Timeline {
         start,
         seen: HashMap::new(),
+        expected: count,
     };
     let mut members: HashMap<String, HashSet<String>> = HashMap::new();
     let events = watcher(api, watcher::Config::default());
@@ -161,11 +186,6 @@ async fn observe(
             }
         }
     }
-    assert!(
-        timeline.seen.len() >= count,
-        "only {} of {count} within {LIMIT:?}",
-        timeline.seen.len()
-    );
     timeline
 }
 
@@ -406,13 +426,15 @@ async fn run_jobs(client: &Client, system: &System, jobs: usize) -> Run {
             )
         });
     delete_and_wait(client, ns).await;
-    Run {
+    let run = Run {
         label: system.label,
         exists,
         done,
         operator,
         control_plane_cpu,
-    }
+    };
+    progress(&run);
+    run
 }
 
 async fn steady_state(client: &Client, system: &System, count: usize, hold: u64) -> Option<Steady> {
@@ -684,4 +706,34 @@ async fn main() {
 
     print_table(&runs, &steady, args.jobs);
     print_keys(&runs, &steady, args.jobs);
+    // A peer that does not finish is a figure; trainset or the floor not finishing is a failure.
+    let unfinished: Vec<&str> = runs
+        .iter()
+        .filter(|r| matches!(r.label, "trainset" | "direct"))
+        .filter(|r| !(r.exists.complete() && r.done.complete()))
+        .map(|r| r.label)
+        .collect();
+    assert!(
+        unfinished.is_empty(),
+        "not every job finished within {LIMIT:?}: {unfinished:?}"
+    );
+}
+
+/// One line per run as soon as it ends, so an interrupted benchmark still tells what it saw.
+fn progress(run: &Run) {
+    let operator = run.operator.as_ref().map_or(String::new(), |(cpu, rss, requests)| {
+        format!(
+            ", operator CPU {cpu:.1} s, peak RSS {rss:.1} MiB, {} requests ({} writes, {} events)",
+            requests.total(),
+            requests.writes,
+            requests.events
+        )
+    });
+    println!(
+        "{}: exists {}, finished {}, control plane CPU {:.1} s{operator}",
+        run.label,
+        run.exists.describe(),
+        run.done.describe(),
+        run.control_plane_cpu
+    );
 }
