@@ -3,7 +3,8 @@
 //! "recreated"), and only when the plan needs them the compiled job and Kueue's Workload.
 
 use jobset_types::JobSet;
-use jobset_types::keys::kueue;
+use jobset_types::keys::{kueue, label as jobset_label};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -20,7 +21,7 @@ use crate::kinds::Served;
 /// What the caches and, where needed, the apiserver say about `job`.
 pub struct Fetched {
     pub jobset: Option<JobSet>,
-    pub jobs: Vec<k8s_openapi::api::batch::v1::Job>,
+    pub jobs: Vec<Job>,
     pub compiled: Option<Result<crate::compile::Compiled, String>>,
     pub own_workload: bool,
     pub since_status_write: Option<std::time::Duration>,
@@ -67,7 +68,19 @@ pub async fn fetch<K: Served>(job: &K, namespace: &str, ctx: &Context) -> Result
             .map_err(kube_error("getting JobSet", &name))?,
     };
     if let Some(jobset) = &fetched.jobset {
-        fetched.jobs = ctx.caches.jobs_of(jobset);
+        // The final counts are written once and never again: once the JobSet has ended they come
+        // from the apiserver, since the Job cache may lag the JobSet cache (a watch re-listing
+        // after an apiserver restart, say).
+        fetched.jobs = if plan::jobset_finished(jobset) {
+            let selector = format!("{}={name}", jobset_label::JOBSET_NAME);
+            Api::<Job>::namespaced(ctx.client.clone(), namespace)
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(kube_error("listing Jobs of", &name))?
+                .items
+        } else {
+            ctx.caches.jobs_of(jobset)
+        };
     }
     let needs = plan::needs(job, fetched.jobset.as_ref());
     if needs.compiled {

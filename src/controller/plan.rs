@@ -345,7 +345,7 @@ pub fn cleans(policy: CleanPodPolicy, pod: &Pod) -> bool {
 }
 
 /// Whether the JobSet reached a terminal state.
-fn jobset_finished(jobset: &JobSet) -> bool {
+pub fn jobset_finished(jobset: &JobSet) -> bool {
     jobset
         .status
         .as_ref()
