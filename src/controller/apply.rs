@@ -20,6 +20,9 @@ pub enum Applied {
     /// The apiserver refused what the job compiled to (a pod-template field only Kubernetes
     /// checks, an object too large): no retry can change that, the job is invalid.
     Refused(String),
+    /// The JobSet to create exists already: the cache had not seen it yet. Nothing after the
+    /// creation was written.
+    Exists,
 }
 
 pub async fn apply<K: Served>(
@@ -33,6 +36,7 @@ pub async fn apply<K: Served>(
     if let Some(compiled) = &plan.create {
         match create(namespace, compiled, ctx).await {
             Ok(()) => {}
+            Err(Error::Kube { source, .. }) if conflict(&source) => return Ok(Applied::Exists),
             Err(Error::Kube {
                 action,
                 object,
@@ -87,7 +91,18 @@ pub async fn apply<K: Served>(
     Ok(Applied::Done)
 }
 
-/// Creates the auxiliary objects once, then applies the JobSet.
+fn conflict(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 409)
+}
+
+fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    }
+}
+
+/// Creates the auxiliary objects once, then the JobSet.
 async fn create(namespace: &str, compiled: &Compiled, ctx: &Context) -> Result<(), Error> {
     if let Some(config_map) = &compiled.config_map {
         let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
@@ -99,11 +114,7 @@ async fn create(namespace: &str, compiled: &Compiled, ctx: &Context) -> Result<(
     }
     let name = compiled.jobset.name_any();
     Api::<JobSet>::namespaced(ctx.client.clone(), namespace)
-        .patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&compiled.jobset),
-        )
+        .create(&post_params(), &compiled.jobset)
         .await
         .map_err(kube_error("creating JobSet", &name))?;
     Ok(())
@@ -115,13 +126,9 @@ where
     T: Resource + Clone + Debug + serde::Serialize + serde::de::DeserializeOwned,
 {
     let name = object.meta().name.clone().unwrap_or_default();
-    let params = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..Default::default()
-    };
-    match api.create(&params, object).await {
+    match api.create(&post_params(), object).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(source) if conflict(&source) => Ok(()),
         Err(source) => Err(Error::Kube {
             action: "creating",
             object: name,

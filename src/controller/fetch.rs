@@ -1,13 +1,13 @@
-//! Gathers what [`plan`](super::plan) needs: the JobSet and its Jobs from the caches (a JobSet
-//! missing there is looked up live, so a lagging cache never causes a duplicate or a spurious
-//! "recreated"), and only when the plan needs them the compiled job and Kueue's Workload.
+//! Gathers what [`plan`](super::plan) needs: the JobSet and its Jobs from the caches, and only
+//! when the plan needs them the compiled job and Kueue's Workload. A lagging cache never causes a
+//! duplicate or a spurious "recreated": a JobSet is only ever created (never applied over one that
+//! exists), and one that trainset made before and is missing from the cache is looked up live.
 
 use jobset_types::JobSet;
 use jobset_types::keys::{kueue, label as jobset_label};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::reflector::ObjectRef;
@@ -27,21 +27,36 @@ pub struct Fetched {
     pub since_status_write: Option<std::time::Duration>,
 }
 
+/// Where a JobSet missing from the cache is looked for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// The cache is believed for a job that never had a JobSet: creating it then fails if the
+    /// cache was only late, and the reconcile looks again [`Live`](Lookup::Live).
+    Cache,
+    /// The apiserver is asked.
+    Live,
+}
+
 impl Fetched {
-    pub fn facts<'a, K>(&'a mut self, job: &'a K) -> Facts<'a, K> {
+    pub fn facts<'a, K>(&'a mut self, job: &'a K, now: &Time) -> Facts<'a, K> {
         Facts {
             job,
             jobset: self.jobset.as_ref(),
             jobs: &self.jobs,
             compiled: self.compiled.take(),
             own_workload: self.own_workload,
-            now: Time(Timestamp::now()),
+            now: now.clone(),
             since_status_write: self.since_status_write,
         }
     }
 }
 
-pub async fn fetch<K: Served>(job: &K, namespace: &str, ctx: &Context) -> Result<Fetched, Error> {
+pub async fn fetch<K: Served>(
+    job: &K,
+    namespace: &str,
+    lookup: Lookup,
+    ctx: &Context,
+) -> Result<Fetched, Error> {
     let name = job.name_any();
     let mut fetched = Fetched {
         jobset: None,
@@ -62,6 +77,7 @@ pub async fn fetch<K: Served>(job: &K, namespace: &str, ctx: &Context) -> Result
         .get(&ObjectRef::new(&name).within(namespace));
     fetched.jobset = match cached {
         Some(jobset) => Some((*jobset).clone()),
+        None if lookup == Lookup::Cache && !plan::had_jobset(job) => None,
         None => Api::<JobSet>::namespaced(ctx.client.clone(), namespace)
             .get_opt(&name)
             .await

@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 use futures::future::{BoxFuture, Shared};
 use futures::{FutureExt, StreamExt};
 use jobset_types::keys::label as jobset_label;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{EventType, Recorder, Reporter};
@@ -31,6 +33,7 @@ use kube::{Client, ResourceExt};
 use crate::kinds::{Served, Visitor, visit_all};
 use crate::telemetry::{KindLabels, Metrics};
 use apply::Applied;
+use fetch::Lookup;
 pub use startup::JOBSET_CRD;
 
 /// The field manager of every write.
@@ -52,6 +55,8 @@ pub enum Error {
     CachesClosed,
     #[error(transparent)]
     Plan(#[from] plan::PlanError),
+    #[error("the JobSet {object} was missing, then existed when created")]
+    CreateRace { object: String },
 }
 
 impl Error {
@@ -61,7 +66,7 @@ impl Error {
         match self {
             Self::Kube { source, .. } => refused_content(source),
             Self::Plan(_) | Self::NoNamespace { .. } => true,
-            Self::SshKey(_) | Self::CachesClosed => false,
+            Self::SshKey(_) | Self::CachesClosed | Self::CreateRace { .. } => false,
         }
     }
 }
@@ -287,12 +292,28 @@ async fn fetch_plan_apply_report<K: Served>(job: &K, ctx: &Context) -> Result<Ac
     let namespace = job.namespace().ok_or_else(|| Error::NoNamespace {
         object: job.name_any(),
     })?;
-    let mut fetched = fetch::fetch(job, &namespace, ctx).await?;
-    let mut plan = plan::plan(fetched.facts(job))?;
-    if let Applied::Refused(reason) = apply::apply(job, &namespace, &plan, ctx).await? {
-        let now = fetched.facts(job).now;
-        plan = plan::invalid(job, &reason, &now);
-        apply::apply(job, &namespace, &plan, ctx).await?;
+    let now = Time(Timestamp::now());
+    let mut fetched = fetch::fetch(job, &namespace, Lookup::Cache, ctx).await?;
+    let mut plan = plan::plan(fetched.facts(job, &now))?;
+    let mut applied = apply::apply(job, &namespace, &plan, ctx).await?;
+    if let Applied::Exists = applied {
+        // The JobSet cache was behind: plan again from what the apiserver holds.
+        fetched = fetch::fetch(job, &namespace, Lookup::Live, ctx).await?;
+        plan = plan::plan(fetched.facts(job, &now))?;
+        applied = apply::apply(job, &namespace, &plan, ctx).await?;
+    }
+    match applied {
+        Applied::Done => {}
+        Applied::Refused(reason) => {
+            plan = plan::invalid(job, &reason, &now);
+            apply::apply(job, &namespace, &plan, ctx).await?;
+        }
+        // Made and deleted again by someone else between the two looks: try again later.
+        Applied::Exists => {
+            return Err(Error::CreateRace {
+                object: job.name_any(),
+            });
+        }
     }
     if let Some(status) = &plan.status {
         let key = object_key(job);

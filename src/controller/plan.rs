@@ -44,8 +44,9 @@ pub struct Facts<'a, K> {
 }
 
 /// A change of replica counts alone is written at most this often; a change of condition, state
-/// or restarts at once. A job's pods start and end one by one, and each would be a write.
-pub const COUNTS_INTERVAL: Duration = Duration::from_secs(5);
+/// or restarts at once. A job's pods start and end one by one, and each would be a write: a job
+/// that runs for less than this is written once per state it passes through.
+pub const COUNTS_INTERVAL: Duration = Duration::from_secs(30);
 
 /// A change of the JobSet's `spec.suspend`.
 #[derive(Debug, PartialEq)]
@@ -100,6 +101,13 @@ pub fn managed_here<K: Served>(job: &K) -> bool {
         None => true,
         Some(manager) => K::MANAGED_BY_VALUES.first() == Some(&manager),
     }
+}
+
+/// Whether trainset ever made the job's JobSet (its status says `Created`): one missing now was
+/// lost, and its absence from the cache is confirmed before it is made again.
+pub fn had_jobset<K: Served>(job: &K) -> bool {
+    job.job_status()
+        .is_some_and(|s| has_condition(s, status::CREATED))
 }
 
 fn ended<K: Served>(job: &K) -> bool {
@@ -194,8 +202,7 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
     let jobset_finished = jobset_finished(jobset);
 
     if created.is_some() {
-        let recreated = previous.is_some_and(|s| has_condition(s, status::CREATED));
-        plan.happened.push(if recreated {
+        plan.happened.push(if had_jobset(job) {
             Happened::Recreated
         } else {
             Happened::Created
