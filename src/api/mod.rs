@@ -48,6 +48,7 @@ pub trait TrainingJob:
     fn replica_specs(&self) -> &ReplicaSpecs;
     fn run_policy(&self) -> Option<&RunPolicy>;
     fn job_status(&self) -> Option<&JobStatus>;
+    fn set_job_status(&mut self, status: JobStatus);
 
     /// CEL rules beyond the ones every kind shares, each placed at a schema path.
     fn extra_rules() -> Vec<Rule> {
@@ -109,6 +110,9 @@ macro_rules! training_job_accessors {
         }
         fn job_status(&self) -> Option<&$crate::api::JobStatus> {
             self.status.as_ref()
+        }
+        fn set_job_status(&mut self, status: $crate::api::JobStatus) {
+            self.status = Some(status);
         }
     };
 }

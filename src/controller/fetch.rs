@@ -66,7 +66,7 @@ pub async fn fetch<K: Served>(
         since_status_write: ctx
             .status_writes()
             .get(&super::object_key(job))
-            .map(std::time::Instant::elapsed),
+            .map(|write| write.at.elapsed()),
     };
     if !plan::managed_here(job) || job.job_status().is_some_and(crate::status::is_terminal) {
         return Ok(fetched);

@@ -98,8 +98,19 @@ struct Context {
     cluster_domain: Option<String>,
     /// Consecutive failed reconciles per object, for the retry backoff.
     failures: Mutex<HashMap<String, u32>>,
-    /// When this process last wrote each unfinished job's status (see `plan::COUNTS_INTERVAL`).
-    status_writes: Mutex<HashMap<String, Instant>>,
+    /// This process's last status write of each job the job cache may not show yet.
+    status_writes: Mutex<HashMap<String, StatusWrite>>,
+}
+
+/// A status this process wrote: when (see `plan::COUNTS_INTERVAL`), and what over which version
+/// of the job. Until the job cache shows a newer version, the written status is the job's: a
+/// reconcile woken by the JobSet or a Job before the job's own watch delivers the write would
+/// otherwise plan from the old status and write again (a second `Created`, a second end).
+#[derive(Clone)]
+struct StatusWrite {
+    at: Instant,
+    over: Option<String>,
+    status: crate::api::JobStatus,
 }
 
 impl Context {
@@ -107,7 +118,7 @@ impl Context {
         self.failures.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn status_writes(&self) -> MutexGuard<'_, HashMap<String, Instant>> {
+    fn status_writes(&self) -> MutexGuard<'_, HashMap<String, StatusWrite>> {
         self.status_writes
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -261,6 +272,7 @@ fn error_policy<K: Served>(job: Arc<K>, error: &Error, ctx: Arc<Context>) -> Act
 
 async fn reconcile<K: Served>(job: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
+    let job = with_own_status(job, &ctx);
     let result = fetch_plan_apply_report(job.as_ref(), &ctx).await;
     match &result {
         Ok(_) => {
@@ -286,6 +298,25 @@ async fn reconcile<K: Served>(job: Arc<K>, ctx: Arc<Context>) -> Result<Action, 
         })
         .observe(started.elapsed().as_secs_f64());
     result
+}
+
+/// The job as this process last wrote it, if the job cache has not caught up with that write; a
+/// finished job's entry is dropped once the cache shows it.
+fn with_own_status<K: Served>(job: Arc<K>, ctx: &Context) -> Arc<K> {
+    let key = object_key(job.as_ref());
+    let mut writes = ctx.status_writes();
+    let Some(write) = writes.get(&key) else {
+        return job;
+    };
+    if write.over.is_some() && write.over == job.resource_version() {
+        let mut newer = (*job).clone();
+        newer.set_job_status(write.status.clone());
+        return Arc::new(newer);
+    }
+    if job.job_status().is_some_and(crate::status::is_terminal) {
+        writes.remove(&key);
+    }
+    job
 }
 
 async fn fetch_plan_apply_report<K: Served>(job: &K, ctx: &Context) -> Result<Action, Error> {
@@ -316,12 +347,12 @@ async fn fetch_plan_apply_report<K: Served>(job: &K, ctx: &Context) -> Result<Ac
         }
     }
     if let Some(status) = &plan.status {
-        let key = object_key(job);
-        if crate::status::is_terminal(status) {
-            ctx.status_writes().remove(&key);
-        } else {
-            ctx.status_writes().insert(key, Instant::now());
-        }
+        let write = StatusWrite {
+            at: Instant::now(),
+            over: job.resource_version(),
+            status: status.clone(),
+        };
+        ctx.status_writes().insert(object_key(job), write);
     }
     report::report(job, &plan.happened, ctx).await;
     Ok(match plan.requeue {
