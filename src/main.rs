@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tokio::sync::watch;
+use trainset::controller::Settings;
 use trainset::telemetry::{LogFormat, Metrics};
 
 /// Serves the Kubeflow training APIs on JobSet.
@@ -31,6 +32,10 @@ enum Command {
         /// Cluster domain appended to TF_CONFIG endpoints (`<host>.<ns>.svc.<domain>`).
         #[arg(long, env = "CUSTOM_CLUSTER_DOMAIN")]
         cluster_domain: Option<String>,
+        /// Reconciles of each kind that run at once (different jobs; one job is never
+        /// reconciled twice at once).
+        #[arg(long, env = "TRAINSET_MAX_CONCURRENT_RECONCILES", default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..))]
+        max_concurrent_reconciles: u16,
     },
     /// Compile training job manifests into the objects the controller would create.
     Render {
@@ -94,7 +99,16 @@ fn main() -> anyhow::Result<()> {
             log_format,
             leader,
             cluster_domain,
-        } => run(metrics_address, log_format, leader, cluster_domain),
+            max_concurrent_reconciles,
+        } => run(
+            metrics_address,
+            log_format,
+            leader,
+            Settings {
+                cluster_domain,
+                max_concurrent_reconciles,
+            },
+        ),
         Command::Render {
             file,
             namespace,
@@ -113,7 +127,7 @@ fn run(
     metrics_address: SocketAddr,
     log_format: LogFormat,
     leader: LeaderArgs,
-    cluster_domain: Option<String>,
+    settings: Settings,
 ) -> anyhow::Result<()> {
     trainset::telemetry::init_logging(log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -174,7 +188,7 @@ fn run(
                 }
             }
         };
-        trainset::controller::run(client, metrics, cluster_domain, ready, stop_controllers).await?;
+        trainset::controller::run(client, metrics, settings, ready, stop_controllers).await?;
         // Dropping the receiver makes the lease task release the Lease.
         if let Some((leading, task)) = lease {
             drop(leading);

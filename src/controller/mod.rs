@@ -24,7 +24,7 @@ use jobset_types::keys::label as jobset_label;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
@@ -140,12 +140,20 @@ fn object_key<K: Served>(job: &K) -> String {
 
 type Shutdown = Shared<BoxFuture<'static, ()>>;
 
+/// How the controllers run, from `trainset run`'s flags.
+pub struct Settings {
+    /// v1's `CUSTOM_CLUSTER_DOMAIN`, for TF_CONFIG.
+    pub cluster_domain: Option<String>,
+    /// Reconciles of each kind running at once.
+    pub max_concurrent_reconciles: u16,
+}
+
 /// Runs a controller per served kind until `shutdown` resolves; `ready` turns true once the
 /// JobSet CRD is established and the caches have listed, just before the controllers start.
 pub async fn run(
     client: Client,
     metrics: Arc<Metrics>,
-    cluster_domain: Option<String>,
+    settings: Settings,
     ready: Arc<AtomicBool>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
@@ -170,7 +178,7 @@ pub async fn run(
         client: client.clone(),
         caches: watches.caches(),
         metrics,
-        cluster_domain,
+        cluster_domain: settings.cluster_domain,
         failures: Default::default(),
         status_writes: Default::default(),
     });
@@ -179,19 +187,26 @@ pub async fn run(
     struct Controllers<'a> {
         ctx: &'a Arc<Context>,
         watches: &'a mut caches::Watches,
+        config: ControllerConfig,
         shutdown: &'a Shutdown,
         all: Vec<BoxFuture<'static, ()>>,
     }
     impl Visitor for Controllers<'_> {
         fn visit<K: Served>(&mut self) {
             let triggers = self.watches.triggers::<K>();
-            let run = controller::<K>(self.ctx.clone(), triggers, self.shutdown.clone());
+            let run = controller::<K>(
+                self.ctx.clone(),
+                triggers,
+                self.config.clone(),
+                self.shutdown.clone(),
+            );
             self.all.push(run.boxed());
         }
     }
     let mut controllers = Controllers {
         ctx: &ctx,
         watches: &mut watches,
+        config: ControllerConfig::default().concurrency(settings.max_concurrent_reconciles),
         shutdown: &shutdown,
         all: Vec::new(),
     };
@@ -212,7 +227,12 @@ pub async fn run(
     Ok(())
 }
 
-async fn controller<K: Served>(ctx: Arc<Context>, triggers: caches::Triggers, shutdown: Shutdown) {
+async fn controller<K: Served>(
+    ctx: Arc<Context>,
+    triggers: caches::Triggers,
+    config: ControllerConfig,
+    shutdown: Shutdown,
+) {
     let (jobs, writer) = reflector::store();
     // A job's own status writes (trainset's) change no generation: they wake nothing.
     let changes = watcher(
@@ -225,6 +245,7 @@ async fn controller<K: Served>(ctx: Arc<Context>, triggers: caches::Triggers, sh
     .applied_objects()
     .predicate_filter(predicates::generation, Default::default());
     Controller::for_stream(changes, jobs)
+        .with_config(config)
         .owns_stream(triggers.jobsets)
         .watches_stream(triggers.jobs, |job| {
             let name = job.labels().get(jobset_label::JOBSET_NAME).cloned();
