@@ -4,7 +4,7 @@
 //! steady state of many live suspended jobs. Prints a table, then `key=value` lines.
 //!
 //! Needs `e2e/cluster up`; `e2e/bench` builds trainset in release mode and runs this.
-//! Usage: `bench [--jobs N] [--peers] [--steady N] [--hold SECONDS]`
+//! Usage: `bench [--jobs N] [--peers] [--steady N] [--hold SECONDS] [--limit SECONDS]`
 //! (defaults: 1000 jobs, no peers, 10000 steady jobs held 60 s).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -25,8 +25,13 @@ use trainset_e2e::{
 
 /// Creations in flight at once, for every run.
 const IN_FLIGHT: usize = 16;
-/// How long one phase may take before the bench gives up.
-const LIMIT: Duration = Duration::from_secs(1200);
+/// How long one phase may take before the bench gives up (`--limit`).
+static LIMIT: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+const DEFAULT_LIMIT_SECONDS: u64 = 1200;
+
+fn limit() -> Duration {
+    *LIMIT.get_or_init(|| Duration::from_secs(DEFAULT_LIMIT_SECONDS))
+}
 /// The bench's own trainset listens on this port offset (see `trainset_e2e::loopback`).
 const PORT: u16 = 884;
 /// The wait between the last job taken in and the idle measurement: the JobSet and Job
@@ -53,6 +58,7 @@ struct Args {
     peers: bool,
     steady: usize,
     hold: u64,
+    limit: u64,
 }
 
 fn args() -> Args {
@@ -61,6 +67,7 @@ fn args() -> Args {
         peers: false,
         steady: 10_000,
         hold: 60,
+        limit: DEFAULT_LIMIT_SECONDS,
     };
     let mut given = std::env::args().skip(1);
     while let Some(flag) = given.next() {
@@ -74,9 +81,10 @@ fn args() -> Args {
             "--jobs" => args.jobs = number("--jobs") as usize,
             "--steady" => args.steady = number("--steady") as usize,
             "--hold" => args.hold = number("--hold"),
+            "--limit" => args.limit = number("--limit"),
             "--peers" => args.peers = true,
             other => panic!(
-                "unknown argument {other:?}; usage: bench [--jobs N] [--peers] [--steady N] [--hold SECONDS]"
+                "unknown argument {other:?}; usage: bench [--jobs N] [--peers] [--steady N] [--hold SECONDS] [--limit SECONDS]"
             ),
         }
     }
@@ -111,14 +119,14 @@ impl Timeline {
         self.seen.len() >= self.expected
     }
 
-    /// p50 / p99 / last, or how many of how many got there within [`LIMIT`].
+    /// p50 / p99 / last, or how many of how many got there within [`limit`].
     fn describe(&self) -> String {
         if !self.complete() {
             return format!(
                 "{}/{} in {}s",
                 self.seen.len(),
                 self.expected,
-                LIMIT.as_secs()
+                limit().as_secs()
             );
         }
         let (p50, p99, last) = self.summary();
@@ -166,7 +174,7 @@ async fn observe(
     let mut members: HashMap<String, HashSet<String>> = HashMap::new();
     let events = watcher(api, watcher::Config::default());
     let mut events = std::pin::pin!(events);
-    let deadline = tokio::time::Instant::now() + LIMIT;
+    let deadline = tokio::time::Instant::now() + limit();
     while timeline.seen.len() < count {
         let event = match tokio::time::timeout_at(deadline, events.next()).await {
             Ok(Some(Ok(event))) => event,
@@ -488,7 +496,7 @@ async fn delete_and_wait(client: &Client, ns: TestNamespace) {
     let name = ns.name.clone();
     ns.delete().await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let deadline = Instant::now() + LIMIT;
+    let deadline = Instant::now() + limit();
     while Instant::now() < deadline && matches!(namespaces.get_opt(&name).await, Ok(Some(_))) {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -650,6 +658,7 @@ fn print_keys(runs: &[Run], steady: &[Steady], jobs: usize) {
 #[tokio::main]
 async fn main() {
     let args = args();
+    LIMIT.get_or_init(|| Duration::from_secs(args.limit));
     let client = client().await;
     install_crds(&client).await;
     let mut runs = Vec::new();
@@ -715,7 +724,8 @@ async fn main() {
         .collect();
     assert!(
         unfinished.is_empty(),
-        "not every job finished within {LIMIT:?}: {unfinished:?}"
+        "not every job finished within {:?}: {unfinished:?}",
+        limit()
     );
 }
 
