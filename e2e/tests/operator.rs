@@ -247,10 +247,28 @@ async fn pods_still_active_at_success_count_as_succeeded() {
     );
     manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"] = delay(600);
     let api = create(&client, &ns.name, &manifest).await;
-    wait_for(Duration::from_secs(60), "both workers active", || async {
-        let status = status(&api.get("active").await.ok()?);
-        (status["replicaStatuses"]["Worker"]["active"] == 2).then_some(())
-    })
+    // Both worker pods run before the master ends (the status may not show it in between: a
+    // change of counts alone is written at most every 30 s).
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let workers = ListParams::default()
+        .labels("training.kubeflow.org/job-name=active,training.kubeflow.org/replica-type=worker");
+    wait_for(
+        Duration::from_secs(60),
+        "both worker pods running",
+        || async {
+            let running = pods
+                .list(&workers)
+                .await
+                .ok()?
+                .items
+                .iter()
+                .filter(|pod| {
+                    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                })
+                .count();
+            (running == 2).then_some(())
+        },
+    )
     .await;
     let status = wait_state(&api, "active", "Succeeded", Duration::from_secs(90)).await;
     let counts = |t: &str| {
