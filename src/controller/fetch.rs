@@ -68,7 +68,7 @@ pub async fn fetch<K: Served>(
             .get(&super::object_key(job))
             .map(|write| write.at.elapsed()),
     };
-    if !plan::managed_here(job) || job.job_status().is_some_and(crate::status::is_terminal) {
+    if !plan::managed_here(job) || plan::ended(job) {
         return Ok(fetched);
     }
     let cached = ctx

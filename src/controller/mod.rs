@@ -113,6 +113,13 @@ struct StatusWrite {
     status: crate::api::JobStatus,
 }
 
+impl StatusWrite {
+    /// Whether the cached job, at `version`, is the one this write was planned from.
+    fn is_newer_than(&self, version: Option<&str>) -> bool {
+        self.over.is_some() && self.over.as_deref() == version
+    }
+}
+
 impl Context {
     fn failures(&self) -> MutexGuard<'_, HashMap<String, u32>> {
         self.failures.lock().unwrap_or_else(PoisonError::into_inner)
@@ -329,12 +336,12 @@ fn with_own_status<K: Served>(job: Arc<K>, ctx: &Context) -> Arc<K> {
     let Some(write) = writes.get(&key) else {
         return job;
     };
-    if write.over.is_some() && write.over == job.resource_version() {
+    if write.is_newer_than(job.resource_version().as_deref()) {
         let mut newer = (*job).clone();
         newer.set_job_status(write.status.clone());
         return Arc::new(newer);
     }
-    if job.job_status().is_some_and(crate::status::is_terminal) {
+    if plan::ended(job.as_ref()) {
         writes.remove(&key);
     }
     job
@@ -405,6 +412,23 @@ mod tests {
             .collect();
         assert_eq!(permanent, [400, 413, 422]);
         assert!(!Error::CachesClosed.is_permanent());
+    }
+
+    #[test]
+    fn an_own_status_write_counts_until_the_cache_shows_a_newer_version() {
+        let write = StatusWrite {
+            at: Instant::now(),
+            over: Some("41".to_owned()),
+            status: crate::api::JobStatus::default(),
+        };
+        assert!(write.is_newer_than(Some("41")));
+        assert!(!write.is_newer_than(Some("42")));
+        assert!(!write.is_newer_than(None));
+        let unversioned = StatusWrite {
+            over: None,
+            ..write
+        };
+        assert!(!unversioned.is_newer_than(None));
     }
 
     #[test]

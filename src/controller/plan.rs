@@ -110,7 +110,7 @@ pub fn had_jobset<K: Served>(job: &K) -> bool {
         .is_some_and(|s| has_condition(s, status::CREATED))
 }
 
-fn ended<K: Served>(job: &K) -> bool {
+pub fn ended<K: Served>(job: &K) -> bool {
     job.job_status().is_some_and(status::is_terminal)
 }
 
