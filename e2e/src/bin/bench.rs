@@ -377,6 +377,9 @@ struct Steady {
     label: &'static str,
     rss_mib: f64,
     idle_cpu_pct: f64,
+    /// trainset's reconciles during the hold (its metrics): nothing changes the held jobs, so
+    /// each was woken by the JobSet controller still working on their JobSets and Jobs.
+    reconciles: Option<u64>,
 }
 
 /// How one system is driven.
@@ -462,16 +465,40 @@ async fn steady_state(client: &Client, system: &System, count: usize, hold: u64)
         taken.last()
     );
     tokio::time::sleep(SETTLE).await;
+    let own_metrics = system.label == "trainset";
+    let reconciles_before = if own_metrics {
+        reconciles().await
+    } else {
+        None
+    };
     let before = cpu_seconds(pid);
     tokio::time::sleep(Duration::from_secs(hold)).await;
     let idle_cpu_pct = (cpu_seconds(pid) - before) / hold as f64 * 100.0;
     let rss_mib = memory_mib(pid, "VmRSS");
+    let reconciles = if own_metrics {
+        reconciles().await
+    } else {
+        None
+    };
     delete_and_wait(client, ns).await;
     Some(Steady {
         label: system.label,
         rss_mib,
         idle_cpu_pct,
+        reconciles: reconciles
+            .zip(reconciles_before)
+            .map(|(after, before)| after - before),
     })
+}
+
+/// How many reconciles the bench's trainset has run, of every kind (its `/metrics`).
+async fn reconciles() -> Option<u64> {
+    let (_, text) = http_get(&loopback(PORT), "/metrics").await?;
+    let counts = text
+        .lines()
+        .filter(|line| line.starts_with("trainset_reconcile_duration_seconds_count"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok());
+    Some(counts.sum::<f64>() as u64)
 }
 
 fn jobset_kind() -> Value {
@@ -581,8 +608,12 @@ fn print_table(runs: &[Run], steady: &[Steady], jobs: usize) {
         });
     }
     for s in steady {
+        let woken = s
+            .reconciles
+            .map(|n| format!(", {n} reconciles during the hold"))
+            .unwrap_or_default();
         println!(
-            "steady state, {}: RSS {:.1} MiB, idle CPU {:.2} % of a core",
+            "steady state, {}: RSS {:.1} MiB, idle CPU {:.2} % of a core{woken}",
             s.label, s.rss_mib, s.idle_cpu_pct
         );
     }
@@ -648,6 +679,9 @@ fn print_keys(runs: &[Run], steady: &[Steady], jobs: usize) {
             format!("{prefix}idle_cpu_pct_10k"),
             format!("{:.2}", s.idle_cpu_pct),
         ));
+        if let Some(n) = s.reconciles {
+            keys.push((format!("{prefix}reconciles_during_hold_10k"), n.to_string()));
+        }
     }
     println!();
     for (key, value) in keys {
