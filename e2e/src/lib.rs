@@ -419,9 +419,9 @@ pub mod operator {
             .unwrap_or_else(|| super::repo_root().join("target/debug/trainset"))
     }
 
-    /// Applies `deploy/namespace.yaml` and `deploy/rbac.yaml` and writes a kubeconfig that
-    /// authenticates as the trainset ServiceAccount with a fresh token.
-    async fn service_account_kubeconfig(client: &Client) -> std::path::PathBuf {
+    /// Applies `deploy/namespace.yaml` and `deploy/rbac.yaml` and returns a fresh token of the
+    /// trainset ServiceAccount (a TokenRequest, as the kubelet's projected volume gets).
+    pub async fn service_account_token(client: &Client) -> String {
         for file in ["namespace.yaml", "rbac.yaml"] {
             let path = super::repo_root().join("deploy").join(file);
             let text = std::fs::read_to_string(&path)
@@ -441,7 +441,7 @@ pub mod operator {
             }),
             ..Default::default()
         };
-        let token = super::wait_for(
+        super::wait_for(
             std::time::Duration::from_secs(30),
             "a token for the trainset ServiceAccount",
             || async {
@@ -453,7 +453,11 @@ pub mod operator {
                     .and_then(|s| s.token)
             },
         )
-        .await;
+        .await
+    }
+
+    /// The local control plane's apiserver URL and the path of its CA, from `KUBECONFIG`.
+    pub fn apiserver() -> (String, String) {
         let admin =
             kube::config::Kubeconfig::read().unwrap_or_else(|e| panic!("reading KUBECONFIG: {e}"));
         let cluster = admin
@@ -461,8 +465,16 @@ pub mod operator {
             .first()
             .and_then(|c| c.cluster.clone())
             .unwrap_or_else(|| panic!("KUBECONFIG names no cluster"));
-        let server = cluster.server.unwrap_or_default();
-        let ca = cluster.certificate_authority.unwrap_or_default();
+        (
+            cluster.server.unwrap_or_default(),
+            cluster.certificate_authority.unwrap_or_default(),
+        )
+    }
+
+    /// A kubeconfig that authenticates as the trainset ServiceAccount with a fresh token.
+    async fn service_account_kubeconfig(client: &Client) -> std::path::PathBuf {
+        let token = service_account_token(client).await;
+        let (server, ca) = apiserver();
         let path = super::repo_root().join("target/trainset-e2e.kubeconfig");
         let kubeconfig = format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster: {{server: \"{server}\", certificate-authority: \"{ca}\"}}\nusers:\n- name: trainset\n  user: {{token: \"{token}\"}}\ncontexts:\n- name: trainset\n  context: {{cluster: e2e, user: trainset}}\ncurrent-context: trainset\n"
