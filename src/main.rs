@@ -9,12 +9,6 @@ use tokio::sync::watch;
 use trainset::controller::Settings;
 use trainset::telemetry::{LogFormat, Metrics};
 
-/// mimalloc returns freed memory to the system: with glibc's malloc, 3,000 suspended jobs kept
-/// 200 MiB resident for 90 MiB of live heap (an arena per thread, each holding what list
-/// responses once used); musl's malloc, in the static image, is slow under this load.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Serves the Kubeflow training APIs on JobSet.
 #[derive(Parser)]
 #[command(version, about)]
