@@ -228,6 +228,19 @@ pub async fn create(client: &Client, ns: &str, manifest: &Value) -> Api<DynamicO
     api
 }
 
+/// Creates every manifest of `examples/` in `ns`: each with the API it was created through.
+pub async fn create_examples(client: &Client, ns: &str) -> Vec<(Value, Api<DynamicObject>)> {
+    let mut jobs = Vec::new();
+    for entry in std::fs::read_dir(repo_root().join("examples")).expect("examples/") {
+        let path = entry.expect("entry").path();
+        for manifest in yaml_documents(&std::fs::read_to_string(&path).expect("readable")) {
+            let api = create(client, ns, &manifest).await;
+            jobs.push((manifest, api));
+        }
+    }
+    jobs
+}
+
 /// The object's `status`.
 pub fn status(object: &DynamicObject) -> Value {
     object.data["status"].clone()

@@ -12,8 +12,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use trainset::kinds::{Served, Visitor, visit_all};
 use trainset_e2e::{
-    TestNamespace, client, cluster_state, create, http_get, install_crds, loopback, operator,
-    repo_root, wait_for, wait_state, yaml_documents,
+    TestNamespace, client, cluster_state, create_examples, http_get, install_crds, loopback,
+    operator, repo_root, wait_for, wait_state,
 };
 
 /// Port offset of the image's metrics endpoint (see `trainset_e2e::loopback`).
@@ -208,14 +208,7 @@ async fn image_runs_as_the_deployment_runs_it() {
 
     // Every example runs to Succeeded.
     let ns = TestNamespace::create(&client, "image").await;
-    let mut jobs = Vec::new();
-    for entry in std::fs::read_dir(repo_root().join("examples")).expect("examples/") {
-        let path = entry.expect("entry").path();
-        for manifest in yaml_documents(&std::fs::read_to_string(&path).expect("readable")) {
-            let api = create(&client, &ns.name, &manifest).await;
-            jobs.push((manifest, api));
-        }
-    }
+    let jobs = create_examples(&client, &ns.name).await;
     assert!(jobs.len() >= 10, "{} examples", jobs.len());
     for (manifest, api) in &jobs {
         let name = manifest["metadata"]["name"].as_str().expect("name");

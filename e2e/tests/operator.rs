@@ -12,8 +12,8 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use trainset::compile::{Options, SshKeyPair, compile_manifest};
 use trainset_e2e::{
-    COMPLETE_DELAY, TestNamespace, client, condition, create, delay, http_get, install_crds,
-    operator, repo_root, status, wait_event, wait_for, wait_state, yaml_documents,
+    COMPLETE_DELAY, TestNamespace, client, condition, create, create_examples, delay, http_get,
+    install_crds, operator, status, wait_event, wait_for, wait_state,
 };
 
 async fn setup(prefix: &str) -> (Client, TestNamespace) {
@@ -138,14 +138,7 @@ async fn fail_a_pod(
 #[ignore = "needs the local control plane: e2e/cluster up"]
 async fn every_example_succeeds_with_counts_times_and_its_compiled_jobset() {
     let (client, ns) = setup("examples").await;
-    let mut jobs = Vec::new();
-    for entry in std::fs::read_dir(repo_root().join("examples")).expect("examples/") {
-        let path = entry.expect("entry").path();
-        for manifest in yaml_documents(&std::fs::read_to_string(&path).expect("readable")) {
-            let api = create(&client, &ns.name, &manifest).await;
-            jobs.push((manifest, api));
-        }
-    }
+    let jobs = create_examples(&client, &ns.name).await;
     let jobsets: Api<JobSet> = Api::namespaced(client.clone(), &ns.name);
     let key = SshKeyPair {
         private_key: "unused".into(),
