@@ -5,6 +5,7 @@
 //! repository's test command (`./run-tests`) brings the cluster up and runs them with `--ignored`.
 
 pub mod differential;
+pub mod pod;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -372,16 +373,13 @@ impl Drop for Peer {
 
 pub mod operator {
     //! The trainset controller as a child process of the test binary, running as the
-    //! ServiceAccount of `deploy/rbac.yaml` (so every operator test also proves that RBAC is
-    //! enough): started once, shared by the tests of one binary, restartable, and stopped by
+    //! ServiceAccount of `deploy/` with its ClusterRole (so every operator test also proves that
+    //! RBAC is enough): started once, shared by the tests of one binary, restartable, and stopped by
     //! `run-tests` at the end.
 
     use std::process::{Child, Command, Stdio};
 
-    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-    use k8s_openapi::api::core::v1::ServiceAccount;
     use kube::Client;
-    use kube::api::{Api, PostParams};
     use tokio::sync::Mutex;
 
     /// Port offsets (from `TRAINSET_E2E_PORT_BASE`) of the operators' metrics endpoints.
@@ -432,10 +430,10 @@ pub mod operator {
             .unwrap_or_else(|| super::repo_root().join("target/debug/trainset"))
     }
 
-    /// Applies `deploy/namespace.yaml` and `deploy/rbac.yaml` and returns a fresh token of the
-    /// trainset ServiceAccount (a TokenRequest, as the kubelet's projected volume gets).
+    /// Applies `deploy/namespace.yaml`, `clusterrole.yaml` and `rbac.yaml` and returns a fresh
+    /// token of the trainset ServiceAccount (a TokenRequest, as the kubelet's projected volume gets).
     pub async fn service_account_token(client: &Client) -> String {
-        for file in ["namespace.yaml", "rbac.yaml"] {
+        for file in ["namespace.yaml", "clusterrole.yaml", "rbac.yaml"] {
             let path = super::repo_root().join("deploy").join(file);
             let text = std::fs::read_to_string(&path)
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -446,27 +444,7 @@ pub mod operator {
                     .unwrap_or_else(|e| panic!("applying {file}: {e}"));
             }
         }
-        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
-        let request = TokenRequest {
-            spec: Some(TokenRequestSpec {
-                expiration_seconds: Some(3 * 3600),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        super::wait_for(
-            std::time::Duration::from_secs(30),
-            "a token for the trainset ServiceAccount",
-            || async {
-                accounts
-                    .create_token_request("trainset", &PostParams::default(), &request)
-                    .await
-                    .ok()?
-                    .status
-                    .and_then(|s| s.token)
-            },
-        )
-        .await
+        super::pod::token(client, NAMESPACE, "trainset").await
     }
 
     /// The local control plane's apiserver URL and the path of its CA, from `KUBECONFIG`.
