@@ -213,10 +213,14 @@ async fn leads(client: &Client, pod: &RunningPod) {
         .await
         .expect("liveness probe");
     assert_eq!(code, 200, "{}", pod.liveness);
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &pod.namespace);
-    let lease = leases.get("trainset").await.expect("the trainset Lease");
-    let holder = lease.spec.and_then(|spec| spec.holder_identity);
+    let holder = lease_holder(client, &pod.namespace).await;
     assert_eq!(holder.as_deref(), Some(pod.name.as_str()));
+}
+
+async fn lease_holder(client: &Client, namespace: &str) -> Option<String> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let lease = leases.get("trainset").await.expect("the trainset Lease");
+    lease.spec.and_then(|spec| spec.holder_identity)
 }
 
 /// As the pod's security context asks: its UID and GID, no capabilities, no privilege
@@ -468,8 +472,8 @@ impl InFlight {
 }
 
 /// An upgrade's rollout as the kubelet lives it: once the Deployment has rolled out and the old
-/// pod is gone, the old container gets SIGTERM (it must exit 0, letting the Lease go) and a pod of
-/// the new ReplicaSet starts.
+/// pod is gone, the old container gets SIGTERM (it must exit 0 and release the Lease) and a pod
+/// of the new ReplicaSet starts and leads.
 async fn hand_over(client: &Client, mut old: RunningPod) -> RunningPod {
     let pod = deployment_pod(client, std::slice::from_ref(&old.name)).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
@@ -481,6 +485,8 @@ async fn hand_over(client: &Client, mut old: RunningPod) -> RunningPod {
     .await;
     let exit = old.terminate().await;
     assert!(exit.success(), "the old pod {} exited {exit}", old.name);
+    let holder = lease_holder(client, NAMESPACE).await;
+    assert_ne!(holder, Some(old.name.clone()), "the old pod kept the Lease");
     drop(old);
     let new = RunningPod::start(client, &pod, Runtime::Image, PORT).await;
     leads(client, &new).await;
