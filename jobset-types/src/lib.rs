@@ -9,6 +9,7 @@ use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod keys;
@@ -52,6 +53,21 @@ macro_rules! open_enum {
             }
         }
 
+        /// The known values; the apiserver accepts no other.
+        impl JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({"type": "string", "enum": [$($text),+]})
+            }
+        }
+
         impl std::fmt::Display for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(self.as_str())
@@ -61,29 +77,37 @@ macro_rules! open_enum {
 }
 
 /// The desired state of a JobSet.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "jobset.x-k8s.io",
     version = "v1alpha2",
     kind = "JobSet",
     plural = "jobsets",
     namespaced,
-    status = "JobSetStatus",
-    schema = "disabled"
+    status = "JobSetStatus"
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!(has(self.startupPolicy) && self.startupPolicy.startupPolicyOrder == 'InOrder' && self.replicatedJobs.exists(x, has(x.dependsOn)))",
+    "message": "StartupPolicy and DependsOn APIs are mutually exclusive"
+}]))]
 pub struct JobSetSpec {
     /// The replicated jobs, in the order that defines each Job's global index.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub replicated_jobs: Vec<ReplicatedJob>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "Value is immutable"}]))]
     pub network: Option<Network>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "Value is immutable"}]))]
     pub success_policy: Option<SuccessPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "Value is immutable"}]))]
     pub failure_policy: Option<FailurePolicy>,
     /// Deprecated upstream in favour of `dependsOn`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "Value is immutable"}]))]
     pub startup_policy: Option<StartupPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspend: Option<bool>,
@@ -92,27 +116,33 @@ pub struct JobSetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_by: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub ttl_seconds_after_finished: Option<i32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 50), extend("x-kubernetes-list-type" = "atomic"))]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "Value is immutable"}]))]
     pub volume_claim_policies: Vec<VolumeClaimPolicy>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReplicatedJob {
     pub name: String,
-    /// CRD default `default`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "default"))]
     pub group_name: Option<String>,
     pub template: JobTemplateSpec,
-    /// CRD default 1. Serialized whenever set, so an explicit 0 survives.
+    /// Serialized whenever set, so an explicit 0 survives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = 1))]
     pub replicas: Option<i32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 5), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "Value is immutable"}]))]
     pub depends_on: Vec<DependsOn>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DependsOn {
     pub name: String,
     pub status: DependsOnStatus,
@@ -123,7 +153,7 @@ open_enum!(
     DependsOnStatus { Ready = "Ready", Complete = "Complete" }
 );
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Network {
     #[serde(
@@ -138,12 +168,13 @@ pub struct Network {
     pub publish_not_ready_addresses: Option<bool>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SuccessPolicy {
     pub operator: Operator,
     /// Empty means every replicated job.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub target_replicated_jobs: Vec<String>,
 }
 
@@ -152,14 +183,14 @@ open_enum!(
     Operator { All = "All", Any = "Any" }
 );
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailurePolicy {
     /// Absent behaves as 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_restarts: Option<i32>,
-    /// CRD default `Recreate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "Recreate"))]
     pub restart_strategy: Option<RestartStrategy>,
     /// Evaluated in order; the first match wins; no match restarts the JobSet.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -175,7 +206,7 @@ open_enum!(
     }
 );
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailurePolicyRule {
     pub name: String,
@@ -186,6 +217,7 @@ pub struct FailurePolicyRule {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub on_job_failure_message_patterns: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub target_replicated_jobs: Vec<String>,
 }
 
@@ -200,7 +232,7 @@ open_enum!(
     }
 );
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StartupPolicy {
     pub startup_policy_order: StartupPolicyOrder,
@@ -211,24 +243,31 @@ open_enum!(
     StartupPolicyOrder { AnyOrder = "AnyOrder", InOrder = "InOrder" }
 );
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Coordinator {
     pub replicated_job: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "go_int")]
     pub job_index: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "go_int")]
     pub pod_index: Option<i32>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.templates.all(t, !has(t.metadata.namespace) || size(t.metadata.namespace) == 0)",
+    "message": "namespace cannot be set for VolumeClaimPolicies templates"
+}]))]
 pub struct VolumeClaimPolicy {
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
         serialize_with = "claims_without_type_meta"
     )]
+    #[schemars(length(max = 50), extend("x-kubernetes-list-type" = "atomic"))]
     pub templates: Vec<PersistentVolumeClaim>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_policy: Option<RetentionPolicy>,
@@ -253,10 +292,11 @@ fn claims_without_type_meta<S: serde::Serializer>(
     seq.end()
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RetentionPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "Delete"))]
     pub when_deleted: Option<WhenDeleted>,
 }
 
@@ -266,10 +306,12 @@ open_enum!(
 );
 
 /// The observed state of a JobSet, as the JobSet controller writes it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = without_defaults)]
 pub struct JobSetStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// Whole-JobSet recreations; Go always writes it.
     #[serde(default)]
@@ -280,16 +322,24 @@ pub struct JobSetStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminal_state: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub replicated_jobs_status: Vec<ReplicatedJobStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub previous_in_place_restart_attempt: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub current_in_place_restart_attempt: Option<i32>,
 }
 
 /// Counts of Jobs (not pods) of one replicated job in the current restart attempt.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+// Go requires every count in the schema; these types also read a status that lacks one.
+#[schemars(
+    transform = without_defaults,
+    extend("required" = ["active", "failed", "name", "ready", "succeeded", "suspended"])
+)]
 pub struct ReplicatedJobStatus {
     pub name: String,
     #[serde(default)]
@@ -303,7 +353,29 @@ pub struct ReplicatedJobStatus {
     #[serde(default)]
     pub suspended: i32,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1024), extend("x-kubernetes-list-type" = "atomic"))]
     pub job_restarts: Vec<i32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1024), extend("x-kubernetes-list-type" = "atomic"))]
     pub job_restarts_count_towards_max: Vec<i32>,
+}
+
+/// Go's status counters are plain integers the JobSet controller always writes: their serde
+/// defaults (for reading a status without them) are not schema defaults.
+fn without_defaults(schema: &mut schemars::Schema) {
+    if let Some(properties) = schema
+        .get_mut("properties")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        for property in properties.values_mut() {
+            if let Some(property) = property.as_object_mut() {
+                property.remove("default");
+            }
+        }
+    }
+}
+
+/// Go's `int`: an integer with no format in JobSet's CRD.
+fn go_int(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "integer"})
 }
