@@ -2,6 +2,10 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
+use kube::CustomResourceExt;
+use serde_json::{Value, json};
+
+use crate::api::trainer::{ClusterTrainingRuntime, TrainJob, TrainingRuntime};
 use crate::api::{TrainingJob, with_rules};
 use crate::kinds::{Served, Visitor, visit_all};
 
@@ -9,6 +13,11 @@ use crate::kinds::{Served, Visitor, visit_all};
 pub enum CrdError {
     #[error("building the {crd} CRD: {source}")]
     Build {
+        crd: &'static str,
+        source: serde_json::Error,
+    },
+    #[error("shaping the {crd} CRD: {source}")]
+    Shape {
         crd: &'static str,
         source: serde_json::Error,
     },
@@ -69,4 +78,62 @@ pub fn file_name(crd: &CustomResourceDefinition) -> String {
 pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, CrdError> {
     let name = crd.metadata.name.clone().unwrap_or_default();
     serde_norway::to_string(crd).map_err(|source| CrdError::Yaml { name, source })
+}
+
+/// The Trainer v2 CRDs (`trainer.kubeflow.org/v1alpha1`), shaped as Trainer v2.3.0's: without the
+/// `Option` markers Go's CRDs do not have, and with TrainJob's rules on its name.
+pub fn trainer() -> Result<Vec<CustomResourceDefinition>, CrdError> {
+    let name_rules = json!([
+        {
+            "rule": "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
+            "message": "metadata.name must match RFC 1035 DNS label format"
+        },
+        {
+            "rule": "size(self.metadata.name) <= 63",
+            "message": "metadata.name must be no more than 63 characters"
+        }
+    ]);
+    [
+        ("trainjobs", TrainJob::crd(), Some(name_rules)),
+        ("trainingruntimes", TrainingRuntime::crd(), None),
+        (
+            "clustertrainingruntimes",
+            ClusterTrainingRuntime::crd(),
+            None,
+        ),
+    ]
+    .into_iter()
+    .map(|(crd, definition, root_rules)| {
+        let shape = |source| CrdError::Shape { crd, source };
+        let mut value = serde_json::to_value(definition).map_err(shape)?;
+        for version in value["spec"]["versions"]
+            .as_array_mut()
+            .into_iter()
+            .flatten()
+        {
+            let schema = &mut version["schema"]["openAPIV3Schema"];
+            without_option_markers(schema);
+            if let Some(rules) = &root_rules {
+                schema["x-kubernetes-validations"] = rules.clone();
+            }
+        }
+        serde_json::from_value(value).map_err(shape)
+    })
+    .collect()
+}
+
+/// kube marks every `Option` field `nullable`, and schemars lists `null` among an optional enum's
+/// values; Go's CRDs do neither (a `null` is then pruned, and defaults apply).
+pub fn without_option_markers(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            map.remove("nullable");
+            if let Some(Value::Array(values)) = map.get_mut("enum") {
+                values.retain(|value| !value.is_null());
+            }
+            map.values_mut().for_each(without_option_markers);
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_option_markers),
+        _ => {}
+    }
 }

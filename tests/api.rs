@@ -271,3 +271,56 @@ spec:
         "spec.xgbReplicaSpecs.Master.restartPolicy"
     );
 }
+
+/// A TrainJob as the Kubeflow SDK writes it (`kubeflow` 0.5.0: runtime reference, trainer with
+/// resources per node, initializers, a runtime patch, a deadline), and as Kueue's webhook leaves
+/// it (its own empty patch), reads and writes back unchanged.
+#[test]
+fn a_trainjob_as_the_sdk_and_kueue_write_it_round_trips() {
+    use trainset::api::trainer::TrainJob;
+    let input = yaml_value(
+        r#"
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: a1b2c3d4e5f6, labels: {team: ml}}
+spec:
+  runtimeRef: {name: torch-distributed, kind: ClusterTrainingRuntime}
+  trainer:
+    numNodes: 2
+    resourcesPerNode:
+      requests: {cpu: "4", nvidia.com/gpu: "1"}
+      limits: {cpu: "4", nvidia.com/gpu: "1"}
+    command: [bash, -c, "torchrun train.py"]
+    env: [{name: EPOCHS, value: "3"}]
+  initializer:
+    dataset: {storageUri: "hf://tatsu-lab/alpaca", env: [{name: ACCESS_TOKEN, value: t}]}
+    model: {storageUri: "hf://Qwen/Qwen2.5-1.5B-Instruct"}
+  runtimePatches:
+  - manager: trainer.kubeflow.org/kubeflow-sdk
+    trainingRuntimeSpec:
+      template:
+        metadata: {labels: {tier: gold}}
+        spec:
+          replicatedJobs:
+          - name: node
+            template:
+              spec:
+                template:
+                  spec:
+                    nodeSelector: {pool: a100}
+                    containers: [{name: node, env: [{name: NCCL_DEBUG, value: INFO}]}]
+  - manager: kueue.x-k8s.io/manager
+    trainingRuntimeSpec: {template: {spec: {}}}
+  activeDeadlineSeconds: 3600
+  suspend: true
+status:
+  conditions:
+  - {type: Suspended, status: "True", reason: Suspended, message: TrainJob is suspended, lastTransitionTime: "2026-12-03T12:00:00Z"}
+  jobsStatus:
+  - {name: node, ready: 0, succeeded: 0, failed: 0, active: 0, suspended: 1}
+"#,
+    );
+    let job: TrainJob = serde_json::from_value(input.clone()).expect("a TrainJob");
+    assert_eq!(serde_json::to_value(&job).expect("serializes"), input);
+    assert_eq!(job.spec.runtime_patches.len(), 2);
+}

@@ -8,6 +8,7 @@ pub mod mpi;
 pub mod paddle;
 pub mod pytorch;
 pub mod tensorflow;
+pub mod trainer;
 mod validation;
 pub mod xgboost;
 
