@@ -14,6 +14,7 @@ mod paddle;
 mod policy;
 mod pytorch;
 mod tensorflow;
+pub mod trainjob;
 mod xgboost;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,458 @@
+//! Compiles a TrainJob and the runtime it names into one JobSet, as Trainer v2.3.0 builds it
+//! (`shared/reference/trainer-v2.md` §2): the runtime's JobSet template with the TrainJob's runtime
+//! patches merged in order, `resourcesPerNode` merged into the trainer's `node` container, the
+//! node count, the ML policy's env and port (one file per policy behind [`MlPolicy`]), the
+//! initializers' and the trainer's settings, suspension and ownership. Pure, like the v1
+//! compiler. Not yet: MPI and Flux policies, torchtune's command assembly.
+
+mod jax;
+mod merge;
+mod plain;
+mod torch;
+mod xgboost;
+
+use std::collections::BTreeMap;
+
+use jobset_types::{JobSet, JobSetSpec, ReplicatedJob};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EnvFromSource, EnvVar, ResourceRequirements, SecretEnvSource,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::{Resource, ResourceExt};
+use serde_json::Value;
+
+use super::CompileError;
+use super::meta::{MANAGED_BY, Owner, TRAINSET};
+use crate::api::trainer::{TrainJob, TrainingRuntimeSpec};
+
+/// Binds a replicated job (on its Job template's labels) to a part of the TrainJob.
+pub const ANCESTOR_STEP: &str = "trainer.kubeflow.org/trainjob-ancestor-step";
+pub const TRAINER_STEP: &str = "trainer";
+pub const DATASET_INITIALIZER: &str = "dataset-initializer";
+pub const MODEL_INITIALIZER: &str = "model-initializer";
+/// The trainer's container, and the replicated job whose first pod is the rendezvous host.
+pub const NODE: &str = "node";
+/// The rendezvous, coordinator and tracker port of every policy.
+pub const PORT: i32 = 29500;
+
+/// The runtime a TrainJob names, as the controller resolved it.
+#[derive(Clone, Copy, Debug)]
+pub struct Runtime<'a> {
+    /// `TrainingRuntime` or `ClusterTrainingRuntime`.
+    pub kind: &'a str,
+    pub name: &'a str,
+    pub spec: &'a TrainingRuntimeSpec,
+}
+
+/// What a policy knows of the trainer's nodes.
+pub struct Node<'a> {
+    job: &'a str,
+    /// Pods of the trainer's replicated job.
+    pub count: i32,
+    /// `spec.trainer.numProcPerNode`.
+    pub num_proc_per_node: Option<i32>,
+    /// GPUs and CPUs (rounded up) per node, from the `node` container's merged resources.
+    pub gpus: i64,
+    pub cpus: i64,
+}
+
+impl Node<'_> {
+    /// `<job>-node-0-0.<job>`: the first node's address, where rendezvous happens.
+    pub fn first_host(&self) -> String {
+        format!("{0}-{NODE}-0-0.{0}", self.job)
+    }
+}
+
+/// What an ML policy adds to the trainer's `node` container.
+trait MlPolicy {
+    /// Env names `spec.trainer.env` may not set.
+    fn reserved(&self) -> &'static [&'static str];
+    fn port(&self) -> Option<i32>;
+    fn env(&self, node: &Node<'_>) -> Vec<EnvVar>;
+}
+
+fn policy(spec: &TrainingRuntimeSpec) -> Result<Box<dyn MlPolicy>, CompileError> {
+    let Some(ml) = &spec.ml_policy else {
+        return Ok(Box::new(plain::Plain));
+    };
+    let unsupported = |policy: &str| {
+        CompileError::invalid(
+            "spec.runtimeRef",
+            format!("the runtime's mlPolicy.{policy} is not supported by trainset yet"),
+        )
+    };
+    if ml.mpi.is_some() {
+        return Err(unsupported("mpi"));
+    }
+    if ml.flux.is_some() {
+        return Err(unsupported("flux"));
+    }
+    Ok(if ml.torch.is_some() {
+        Box::new(torch::Torch)
+    } else if ml.jax.is_some() {
+        Box::new(jax::Jax)
+    } else if ml.xgboost.is_some() {
+        Box::new(xgboost::XGBoost)
+    } else {
+        Box::new(plain::Plain)
+    })
+}
+
+fn malformed(path: &str, error: &serde_json::Error) -> CompileError {
+    CompileError::Malformed {
+        path: path.to_owned(),
+        message: error.to_string(),
+    }
+}
+
+/// The ancestor step of a replicated job, if it has one.
+fn step(job: &ReplicatedJob) -> Option<&str> {
+    job.template
+        .metadata
+        .as_ref()?
+        .labels
+        .as_ref()?
+        .get(ANCESTOR_STEP)
+        .map(String::as_str)
+}
+
+fn container<'a>(job: &'a mut ReplicatedJob, name: &str) -> Option<&'a mut Container> {
+    job.template
+        .spec
+        .as_mut()?
+        .template
+        .spec
+        .as_mut()?
+        .containers
+        .iter_mut()
+        .find(|c| c.name == name)
+}
+
+/// Sets each variable: in place where the container has the name, else appended (v2's rule:
+/// injected values win).
+fn upsert(container: &mut Container, vars: &[EnvVar]) {
+    let env = container.env.get_or_insert_with(Vec::new);
+    for var in vars {
+        match env.iter_mut().find(|own| own.name == var.name) {
+            Some(own) => *own = var.clone(),
+            None => env.push(var.clone()),
+        }
+    }
+}
+
+/// A quantity rounded up to whole units, as Go's `Quantity.Value()`; `None` if it does not parse.
+fn whole_units(quantity: &str) -> Option<i64> {
+    let (number, scale) = match quantity.strip_suffix('m') {
+        Some(milli) => (milli, 1000.0),
+        None => (quantity, 1.0),
+    };
+    let value: f64 = number.parse().ok()?;
+    let units = (value / scale).ceil();
+    (units.is_finite() && units >= 0.0 && units <= i64::MAX as f64).then_some(units as i64)
+}
+
+/// GPUs (the first resource whose name contains `gpu`, requests before limits) and CPUs
+/// (request, else limit) per node.
+fn devices(resources: Option<&ResourceRequirements>) -> (i64, i64) {
+    let lists = [
+        resources.and_then(|r| r.requests.as_ref()),
+        resources.and_then(|r| r.limits.as_ref()),
+    ];
+    let gpus = lists
+        .iter()
+        .flatten()
+        .find_map(|list| {
+            list.iter()
+                .find(|(name, _)| name.to_ascii_lowercase().contains("gpu"))
+        })
+        .and_then(|(_, quantity)| whole_units(&quantity.0))
+        .unwrap_or(0);
+    let cpus = lists
+        .iter()
+        .flatten()
+        .find_map(|list| list.get("cpu"))
+        .and_then(|quantity| whole_units(&quantity.0))
+        .unwrap_or(0);
+    (gpus, cpus)
+}
+
+/// The runtime's JobSet spec with every runtime patch merged in order, and the JobSet's labels
+/// and annotations (the runtime template's, then each patch's).
+struct Patched {
+    spec: JobSetSpec,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+}
+
+fn patched(job: &TrainJob, runtime: &Runtime<'_>) -> Result<Patched, CompileError> {
+    let template = runtime.spec.template.as_ref();
+    let spec = template.and_then(|t| t.spec.as_ref()).ok_or_else(|| {
+        CompileError::invalid(
+            "spec.runtimeRef",
+            format!("{} {} has no template.spec", runtime.kind, runtime.name),
+        )
+    })?;
+    let mut labels = BTreeMap::new();
+    let mut annotations = BTreeMap::new();
+    if let Some(metadata) = template.and_then(|t| t.metadata.as_ref()) {
+        labels.extend(metadata.labels.clone());
+        annotations.extend(metadata.annotations.clone());
+    }
+    let mut merged = serde_json::to_value(spec).map_err(|e| malformed("spec.runtimeRef", &e))?;
+    for (i, patch) in job.spec.runtime_patches.iter().enumerate() {
+        let Some(template) = patch
+            .training_runtime_spec
+            .as_ref()
+            .and_then(|s| s.template.as_ref())
+        else {
+            continue;
+        };
+        if let Some(metadata) = &template.metadata {
+            labels.extend(metadata.labels.clone());
+            annotations.extend(metadata.annotations.clone());
+        }
+        let Some(patch_spec) = &template.spec else {
+            continue;
+        };
+        let at = format!("spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec");
+        for (j, patched_job) in patch_spec.replicated_jobs.iter().enumerate() {
+            let Some(target) = spec
+                .replicated_jobs
+                .iter()
+                .find(|r| r.name == patched_job.name)
+            else {
+                return Err(CompileError::invalid(
+                    format!("{at}.replicatedJobs[{j}].name"),
+                    format!("the runtime has no replicated job {:?}", patched_job.name),
+                ));
+            };
+            let pod = target
+                .template
+                .spec
+                .as_ref()
+                .and_then(|s| s.template.spec.as_ref());
+            let patched_pod = patched_job
+                .template
+                .as_ref()
+                .and_then(|t| t.spec.as_ref())
+                .and_then(|s| s.template.as_ref())
+                .and_then(|t| t.spec.as_ref());
+            for (field, patched_containers, own) in [
+                (
+                    "containers",
+                    patched_pod.map(|p| &p.containers),
+                    pod.map(|p| &p.containers),
+                ),
+                (
+                    "initContainers",
+                    patched_pod.map(|p| &p.init_containers),
+                    pod.and_then(|p| p.init_containers.as_ref()),
+                ),
+            ] {
+                for (k, patched_container) in patched_containers.into_iter().flatten().enumerate() {
+                    if !own
+                        .into_iter()
+                        .flatten()
+                        .any(|c| c.name == patched_container.name)
+                    {
+                        return Err(CompileError::invalid(
+                            format!(
+                                "{at}.replicatedJobs[{j}].template.spec.template.spec.{field}[{k}].name"
+                            ),
+                            format!(
+                                "replicated job {:?} of the runtime has no container {:?}",
+                                patched_job.name, patched_container.name
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        let change = serde_json::to_value(patch_spec).map_err(|e| malformed(&at, &e))?;
+        merge::merge(&mut merged, &change);
+    }
+    let spec = serde_json::from_value(merged).map_err(|e| malformed("spec.runtimePatches", &e))?;
+    Ok(Patched {
+        spec,
+        labels,
+        annotations,
+    })
+}
+
+/// The TrainJob's JobSet.
+pub fn compile_trainjob(job: &TrainJob, runtime: &Runtime<'_>) -> Result<JobSet, CompileError> {
+    let name = job.name_any();
+    let policy = policy(runtime.spec)?;
+    let trainer = job.spec.trainer.as_ref();
+    if let Some(trainer) = trainer {
+        for (i, var) in trainer.env.iter().enumerate() {
+            if policy.reserved().contains(&var.name.as_str()) {
+                return Err(CompileError::invalid(
+                    format!("spec.trainer.env[{i}].name"),
+                    format!("{} is set by the runtime's ML policy", var.name),
+                ));
+            }
+        }
+        for (field, value) in [
+            ("numNodes", trainer.num_nodes),
+            ("numProcPerNode", trainer.num_proc_per_node),
+        ] {
+            if value.is_some_and(|v| v < 1) {
+                return Err(CompileError::invalid(
+                    format!("spec.trainer.{field}"),
+                    "must be at least 1",
+                ));
+            }
+        }
+    }
+    let Patched {
+        mut spec,
+        mut labels,
+        annotations,
+    } = patched(job, runtime)?;
+    labels.insert(MANAGED_BY.to_owned(), TRAINSET.to_owned());
+    let ml = runtime.spec.ml_policy.as_ref();
+
+    for replicated in &mut spec.replicated_jobs {
+        let ancestor = step(replicated).map(str::to_owned);
+        let job_spec = replicated
+            .template
+            .spec
+            .get_or_insert_with(Default::default);
+        let count = match ancestor.as_deref() {
+            Some(TRAINER_STEP) => trainer
+                .and_then(|t| t.num_nodes)
+                .or(ml.map(|m| m.num_nodes.unwrap_or(1)))
+                .unwrap_or(job_spec.parallelism.unwrap_or(1)),
+            _ => job_spec.parallelism.unwrap_or(1),
+        }
+        .max(1);
+        job_spec.parallelism = Some(count);
+        job_spec.completions = Some(count);
+        let job_labels = replicated
+            .template
+            .metadata
+            .get_or_insert_with(Default::default)
+            .labels
+            .get_or_insert_with(Default::default);
+        job_labels.insert(MANAGED_BY.to_owned(), TRAINSET.to_owned());
+
+        match ancestor.as_deref() {
+            Some(TRAINER_STEP) => {
+                replicated.replicas = Some(1);
+                let Some(node) = container(replicated, NODE) else {
+                    continue;
+                };
+                if ml.is_some()
+                    && let Some(per_node) = trainer.and_then(|t| t.resources_per_node.as_ref())
+                {
+                    let mut resources = serde_json::to_value(&node.resources)
+                        .map_err(|e| malformed("spec.trainer.resourcesPerNode", &e))?;
+                    if resources.is_null() {
+                        resources = Value::Object(Default::default());
+                    }
+                    let change = serde_json::to_value(per_node)
+                        .map_err(|e| malformed("spec.trainer.resourcesPerNode", &e))?;
+                    merge::merge(&mut resources, &change);
+                    node.resources = serde_json::from_value(resources)
+                        .map_err(|e| malformed("spec.trainer.resourcesPerNode", &e))?;
+                }
+                if trainer.is_some() {
+                    let (gpus, cpus) = devices(node.resources.as_ref());
+                    let facts = Node {
+                        job: &name,
+                        count,
+                        num_proc_per_node: trainer.and_then(|t| t.num_proc_per_node),
+                        gpus,
+                        cpus,
+                    };
+                    upsert(node, &policy.env(&facts));
+                    if let Some(port) = policy.port() {
+                        let ports = node.ports.get_or_insert_with(Vec::new);
+                        if !ports.iter().any(|p| p.container_port == port) {
+                            ports.push(ContainerPort {
+                                container_port: port,
+                                ..Default::default()
+                            });
+                        }
+                    }
+                }
+                if let Some(trainer) = trainer {
+                    if let Some(image) = &trainer.image {
+                        node.image = Some(image.clone());
+                    }
+                    if !trainer.command.is_empty() {
+                        node.command = Some(trainer.command.clone());
+                    }
+                    if !trainer.args.is_empty() {
+                        node.args = Some(trainer.args.clone());
+                    }
+                    upsert(node, &trainer.env);
+                }
+            }
+            Some(step @ (DATASET_INITIALIZER | MODEL_INITIALIZER)) => {
+                replicated.replicas = Some(1);
+                let initializer = job.spec.initializer.as_ref();
+                let source = if step == DATASET_INITIALIZER {
+                    initializer.and_then(|i| i.dataset.as_ref())
+                } else {
+                    initializer.and_then(|i| i.model.as_ref())
+                };
+                let step = step.to_owned();
+                let (Some(source), Some(container)) = (source, container(replicated, &step)) else {
+                    continue;
+                };
+                if let Some(uri) = &source.storage_uri {
+                    upsert(container, &[super::env::value("STORAGE_URI", uri.clone())]);
+                }
+                upsert(container, &source.env);
+                if let Some(secret) = &source.secret_ref {
+                    container
+                        .env_from
+                        .get_or_insert_with(Vec::new)
+                        .push(EnvFromSource {
+                            secret_ref: Some(SecretEnvSource {
+                                name: secret.name.clone(),
+                                optional: None,
+                            }),
+                            ..Default::default()
+                        });
+                }
+            }
+            _ => {}
+        }
+    }
+    spec.suspend = job.spec.suspend;
+
+    let owner = Owner {
+        api_version: TrainJob::api_version(&()).into_owned(),
+        kind: TrainJob::kind(&()).into_owned(),
+        name: name.clone(),
+        namespace: job.namespace().unwrap_or_default(),
+        uid: job.uid(),
+    };
+    Ok(JobSet {
+        metadata: ObjectMeta {
+            annotations: (!annotations.is_empty()).then_some(annotations),
+            ..owner.object_meta(name, labels)
+        },
+        spec,
+        status: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_units;
+
+    #[test]
+    fn quantities_round_up_to_whole_units() {
+        assert_eq!(whole_units("4"), Some(4));
+        assert_eq!(whole_units("500m"), Some(1));
+        assert_eq!(whole_units("1500m"), Some(2));
+        assert_eq!(whole_units("2.5"), Some(3));
+        assert_eq!(whole_units("0"), Some(0));
+        assert_eq!(whole_units("4Gi"), None);
+        assert_eq!(whole_units("-1"), None);
+    }
+}
