@@ -56,6 +56,10 @@ enum Command {
         /// Cluster domain appended to TF_CONFIG endpoints, as `trainset run` would.
         #[arg(long, env = "CUSTOM_CLUSTER_DOMAIN")]
         cluster_domain: Option<String>,
+        /// A file of TrainingRuntimes and ClusterTrainingRuntimes that TrainJobs may name
+        /// (repeatable; runtimes in the manifest file count too).
+        #[arg(long = "runtime")]
+        runtimes: Vec<PathBuf>,
     },
     /// Print the CRDs of every training kind, or write one file each into a directory.
     Crds {
@@ -114,7 +118,14 @@ fn main() -> anyhow::Result<()> {
             namespace,
             output,
             cluster_domain,
-        } => render(&file, &namespace, cluster_domain.as_deref(), output),
+            runtimes,
+        } => render(
+            &file,
+            &runtimes,
+            &namespace,
+            cluster_domain.as_deref(),
+            output,
+        ),
         Command::Crds { dir } => print_crds(dir),
         Command::PodLabels => {
             print!("{}", trainset::pod_labels::to_yaml()?);
@@ -234,6 +245,7 @@ async fn shutdown_signal() {
 
 fn render(
     file: &Path,
+    runtime_files: &[PathBuf],
     namespace: &str,
     cluster_domain: Option<&str>,
     output: Output,
@@ -243,11 +255,19 @@ fn render(
     } else {
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?
     };
+    let mut runtimes = String::new();
+    for path in runtime_files {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        runtimes.push_str("---\n");
+        runtimes.push_str(&text);
+        runtimes.push('\n');
+    }
     let format = match output {
         Output::Yaml => trainset::render::Format::Yaml,
         Output::Json => trainset::render::Format::Json,
     };
-    match trainset::render::render(&input, namespace, cluster_domain, format) {
+    match trainset::render::render(&input, &runtimes, namespace, cluster_domain, format) {
         Ok(text) => {
             print!("{text}");
             Ok(())

@@ -1,8 +1,13 @@
 //! `trainset render`: training job manifests in, the objects the controller would create out.
+//! A TrainJob renders against the runtimes given beside it (`--runtime`, or documents of the input
+//! itself), as the controller would resolve its `runtimeRef` in the cluster.
 
+use kube::ResourceExt;
 use serde_json::{Value, json};
 
 use crate::admission::{self, AdmissionError};
+use crate::api::trainer::{ClusterTrainingRuntime, TrainJob, TrainingRuntime, TrainingRuntimeSpec};
+use crate::compile::trainjob::{self, Runtime, RuntimeKind};
 use crate::compile::{self, CompileError, Options, SshKeyPair};
 
 /// Output format of `trainset render`.
@@ -37,6 +42,20 @@ pub enum RenderError {
         name: String,
         source: CompileError,
     },
+    #[error("runtimes, document {document}: malformed YAML: {source}")]
+    RuntimeYaml {
+        document: usize,
+        source: serde_norway::Error,
+    },
+    #[error("runtimes, document {document}: not a TrainingRuntime or ClusterTrainingRuntime")]
+    NotARuntime { document: usize },
+    #[error("runtimes, document {document} ({kind} {name}): {source}")]
+    Runtime {
+        document: usize,
+        kind: String,
+        name: String,
+        source: CompileError,
+    },
     #[error("generating the SSH key pair: {0}")]
     SshKey(#[from] ssh_key::Error),
     #[error("writing the output: {0}")]
@@ -45,33 +64,47 @@ pub enum RenderError {
     Empty,
 }
 
-/// Compiles every document of `input`, placing jobs without a namespace in `namespace`. All documents are checked before anything is printed;
-/// on failure every error is returned, so one run reports every bad document.
+/// Compiles every document of `input`, placing jobs without a namespace in `namespace`; a
+/// TrainJob's runtime comes from `runtimes` (YAML documents) or from the input's own runtime
+/// documents. All documents are checked before anything is printed; on failure every error is
+/// returned, so one run reports every bad document.
 pub fn render(
     input: &str,
+    runtimes: &str,
     namespace: &str,
     cluster_domain: Option<&str>,
     format: Format,
 ) -> Result<String, Vec<RenderError>> {
-    let mut objects = Vec::new();
     let mut errors = Vec::new();
-    for (index, document) in serde_norway::Deserializer::from_str(input).enumerate() {
-        let number = index + 1;
-        let value: Value = match serde::Deserialize::deserialize(document) {
-            Ok(value) => value,
-            Err(source) => {
-                // The parser cannot resynchronise after a syntax error.
-                errors.push(RenderError::Yaml {
-                    document: number,
-                    source,
-                });
-                break;
-            }
-        };
-        if value.is_null() {
-            continue;
+    let inputs = documents(input, &mut errors, |document, source| RenderError::Yaml {
+        document,
+        source,
+    });
+    let extra = documents(runtimes, &mut errors, |document, source| {
+        RenderError::RuntimeYaml { document, source }
+    });
+    let mut known = Runtimes::default();
+    for (document, value) in &extra {
+        if let Err(error) = known.add(*document, value, namespace, true) {
+            errors.push(error);
         }
-        match render_one(number, value, namespace, cluster_domain) {
+    }
+    let mut jobs = Vec::new();
+    for (document, value) in inputs {
+        match known.add(document, &value, namespace, false) {
+            Ok(true) => {}
+            Ok(false) => jobs.push((document, value)),
+            Err(error) => errors.push(error),
+        }
+    }
+    let mut objects = Vec::new();
+    for (document, value) in jobs {
+        let rendered = if is_trainjob(&value) {
+            render_trainjob(document, value, namespace, &known)
+        } else {
+            render_one(document, value, namespace, cluster_domain)
+        };
+        match rendered {
             Ok(compiled) => objects.extend(compiled),
             Err(error) => errors.push(error),
         }
@@ -83,6 +116,125 @@ pub fn render(
         return Err(errors);
     }
     format_objects(&objects, format).map_err(|e| vec![e])
+}
+
+/// The non-empty YAML documents of `text`, numbered from 1; a syntax error ends the list (the
+/// parser cannot resynchronise after one).
+fn documents(
+    text: &str,
+    errors: &mut Vec<RenderError>,
+    error: impl Fn(usize, serde_norway::Error) -> RenderError,
+) -> Vec<(usize, Value)> {
+    let mut documents = Vec::new();
+    for (index, document) in serde_norway::Deserializer::from_str(text).enumerate() {
+        match serde::Deserialize::deserialize(document) {
+            Ok(Value::Null) => {}
+            Ok(value) => documents.push((index + 1, value)),
+            Err(source) => {
+                errors.push(error(index + 1, source));
+                break;
+            }
+        }
+    }
+    documents
+}
+
+fn is_trainjob(value: &Value) -> bool {
+    value["apiVersion"] == "trainer.kubeflow.org/v1alpha1" && value["kind"] == "TrainJob"
+}
+
+/// The runtimes a TrainJob may name: kind, namespace (none for a cluster runtime), name, spec.
+#[derive(Default)]
+struct Runtimes(Vec<(RuntimeKind, Option<String>, String, TrainingRuntimeSpec)>);
+
+impl Runtimes {
+    /// Keeps `value` if it is a runtime (`Ok(true)`); `Ok(false)` for anything else, which is an
+    /// error where only runtimes belong (`only_runtimes`).
+    fn add(
+        &mut self,
+        document: usize,
+        value: &Value,
+        namespace: &str,
+        only_runtimes: bool,
+    ) -> Result<bool, RenderError> {
+        let group = value["apiVersion"] == "trainer.kubeflow.org/v1alpha1";
+        let kind = match value["kind"].as_str() {
+            Some("ClusterTrainingRuntime") if group => RuntimeKind::Cluster,
+            Some("TrainingRuntime") if group => RuntimeKind::Namespaced,
+            _ if only_runtimes => return Err(RenderError::NotARuntime { document }),
+            _ => return Ok(false),
+        };
+        let name = value["metadata"]["name"]
+            .as_str()
+            .unwrap_or("<unnamed>")
+            .to_owned();
+        let refused = |source| RenderError::Runtime {
+            document,
+            kind: kind.to_string(),
+            name: name.clone(),
+            source,
+        };
+        let (namespace, spec) = match kind {
+            RuntimeKind::Cluster => {
+                let runtime: ClusterTrainingRuntime =
+                    compile::parse(value.clone()).map_err(refused)?;
+                (None, runtime.spec.runtime)
+            }
+            RuntimeKind::Namespaced => {
+                let runtime: TrainingRuntime = compile::parse(value.clone()).map_err(refused)?;
+                let namespace = runtime.namespace().unwrap_or_else(|| namespace.to_owned());
+                (Some(namespace), runtime.spec.runtime)
+            }
+        };
+        self.0.push((kind, namespace, name, spec));
+        Ok(true)
+    }
+
+    fn find(&self, kind: RuntimeKind, namespace: &str, name: &str) -> Option<Runtime<'_>> {
+        self.0
+            .iter()
+            .find(|(k, ns, n, _)| {
+                *k == kind && n == name && ns.as_deref().is_none_or(|ns| ns == namespace)
+            })
+            .map(|(kind, _, name, spec)| Runtime {
+                kind: *kind,
+                name,
+                spec,
+            })
+    }
+}
+
+fn render_trainjob(
+    document: usize,
+    value: Value,
+    namespace: &str,
+    runtimes: &Runtimes,
+) -> Result<Vec<Value>, RenderError> {
+    let name = value["metadata"]["name"]
+        .as_str()
+        .unwrap_or("<unnamed>")
+        .to_owned();
+    let refused = |source| RenderError::Compile {
+        document,
+        kind: "TrainJob".to_owned(),
+        name: name.clone(),
+        source,
+    };
+    let mut job: TrainJob = compile::parse(value).map_err(refused)?;
+    let namespace = job.namespace().unwrap_or_else(|| namespace.to_owned());
+    job.metadata.namespace = Some(namespace.clone());
+    let (kind, runtime_name) = trainjob::runtime_ref(&job).map_err(refused)?;
+    let runtime = runtimes
+        .find(kind, &namespace, runtime_name)
+        .ok_or_else(|| {
+            refused(CompileError::invalid(
+                "spec.runtimeRef.name",
+                format!("no {kind} {runtime_name:?} among the runtimes given (--runtime FILE)"),
+            ))
+        })?;
+    let jobset = trainjob::compile_trainjob(&job, &runtime).map_err(refused)?;
+    let object = serde_json::to_value(jobset).map_err(|e| RenderError::Output(e.to_string()))?;
+    Ok(vec![object])
 }
 
 fn render_one(

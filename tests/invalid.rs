@@ -56,7 +56,7 @@ fn render_refuses_every_invalid_manifest_naming_the_field() {
     let mut failures = Vec::new();
     for case in corpus() {
         let name = case.path.display();
-        match render(&case.text, "default", None, Format::Yaml) {
+        match render(&case.text, "", "default", None, Format::Yaml) {
             Ok(_) => failures.push(format!("{name}: rendered")),
             Err(errors) => {
                 let text: String = errors.iter().map(|e| format!("{e}\n")).collect();

@@ -403,7 +403,7 @@ impl<J: HasFramework> Compile for J {
 }
 
 /// Deserializes a manifest into its kind, naming the field at fault on error.
-fn parse<K: TrainingJob>(manifest: Value) -> Result<K, CompileError> {
+pub(crate) fn parse<K: serde::de::DeserializeOwned>(manifest: Value) -> Result<K, CompileError> {
     serde_path_to_error::deserialize(manifest).map_err(|error| CompileError::Malformed {
         path: error.path().to_string(),
         message: error.inner().to_string(),

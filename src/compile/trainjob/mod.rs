@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use super::CompileError;
 use super::meta::{MANAGED_BY, Owner, TRAINSET};
-use crate::api::trainer::{TrainJob, TrainingRuntimeSpec};
+use crate::api::trainer::{GROUP, TrainJob, TrainingRuntimeSpec};
 
 /// Binds a replicated job (on its Job template's labels) to a part of the TrainJob.
 pub const ANCESTOR_STEP: &str = "trainer.kubeflow.org/trainjob-ancestor-step";
@@ -35,11 +35,55 @@ pub const NODE: &str = "node";
 /// The rendezvous, coordinator and tracker port of every policy.
 pub const PORT: i32 = 29500;
 
-/// The runtime a TrainJob names, as the controller resolved it.
+/// The two kinds of runtime a TrainJob may name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuntimeKind {
+    /// `ClusterTrainingRuntime`, the default.
+    Cluster,
+    /// `TrainingRuntime`, from the TrainJob's own namespace.
+    Namespaced,
+}
+
+impl RuntimeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Cluster => "ClusterTrainingRuntime",
+            Self::Namespaced => "TrainingRuntime",
+        }
+    }
+}
+
+impl std::fmt::Display for RuntimeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The runtime `spec.runtimeRef` names, with the CRD's defaults applied; any other group or kind
+/// is Trainer's `TrainingRuntimeNotSupported`.
+pub fn runtime_ref(job: &TrainJob) -> Result<(RuntimeKind, &str), CompileError> {
+    let reference = &job.spec.runtime_ref;
+    let group = reference.api_group.as_deref().unwrap_or(GROUP);
+    let kind = match reference.kind.as_deref() {
+        None | Some("ClusterTrainingRuntime") if group == GROUP => RuntimeKind::Cluster,
+        Some("TrainingRuntime") if group == GROUP => RuntimeKind::Namespaced,
+        other => {
+            return Err(CompileError::invalid(
+                "spec.runtimeRef",
+                format!(
+                    "unsupported runtime: {}.{group}",
+                    other.unwrap_or("ClusterTrainingRuntime")
+                ),
+            ));
+        }
+    };
+    Ok((kind, reference.name.as_str()))
+}
+
+/// The runtime a TrainJob names, as the controller (or `render`) resolved it.
 #[derive(Clone, Copy, Debug)]
 pub struct Runtime<'a> {
-    /// `TrainingRuntime` or `ClusterTrainingRuntime`.
-    pub kind: &'a str,
+    pub kind: RuntimeKind,
     pub name: &'a str,
     pub spec: &'a TrainingRuntimeSpec,
 }
