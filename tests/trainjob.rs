@@ -526,3 +526,76 @@ spec:
         );
     }
 }
+
+/// The runtimes trainset ships (`deploy/runtimes/`): what the Kubeflow SDK requires of a runtime
+/// (the framework label, an ML policy, a trainer `node` container with an image), and an
+/// SDK-shaped TrainJob renders against each.
+#[test]
+fn every_shipped_runtime_is_what_the_sdk_expects_and_renders() {
+    use trainset::api::trainer::ClusterTrainingRuntime;
+    use trainset::render::{Format, render};
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/runtimes");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("deploy/runtimes") {
+        let path = entry.expect("entry").path();
+        let text = std::fs::read_to_string(&path).expect("runtime");
+        let runtime: ClusterTrainingRuntime =
+            serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let name = runtime.metadata.name.clone().expect("name");
+        let labels = runtime.metadata.labels.clone().unwrap_or_default();
+        assert!(
+            labels.contains_key("trainer.kubeflow.org/framework"),
+            "{name}"
+        );
+        let spec = &runtime.spec.runtime;
+        assert!(spec.ml_policy.is_some(), "{name}");
+        let jobs = &spec
+            .template
+            .as_ref()
+            .and_then(|t| t.spec.as_ref())
+            .expect("spec")
+            .replicated_jobs;
+        let trainer = jobs
+            .iter()
+            .find(|job| {
+                job.template
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.labels.as_ref())
+                    .is_some_and(|l| {
+                        l.get("trainer.kubeflow.org/trainjob-ancestor-step")
+                            .map(String::as_str)
+                            == Some("trainer")
+                    })
+            })
+            .unwrap_or_else(|| panic!("{name}: no trainer replicated job"));
+        let pod = trainer
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .expect("pod");
+        assert!(
+            pod.containers
+                .iter()
+                .any(|c| c.name == "node" && c.image.is_some()),
+            "{name}: no node container with an image"
+        );
+        let job = format!(
+            "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {{name: sdk}}\nspec:\n  runtimeRef: {{name: {name}, kind: ClusterTrainingRuntime}}\n  trainer: {{numNodes: 2, command: [bash, -c, run], resourcesPerNode: {{requests: {{cpu: '2'}}, limits: {{cpu: '2'}}}}}}\n"
+        );
+        let rendered = render(&job, &text, "default", None, Format::Yaml)
+            .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        assert!(rendered.contains("parallelism: 2"), "{name}: {rendered}");
+        names.push(name);
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "jax-distributed",
+            "torch-distributed",
+            "xgboost-distributed"
+        ]
+    );
+}
