@@ -5,6 +5,8 @@
 //! status and reason is a no-op; `Running` and `Restarting` exclude each other; `Succeeded` or
 //! `Failed` sets `Running` to False.
 
+pub mod trainjob;
+
 use std::collections::BTreeMap;
 
 use jobset_types::JobSet;
