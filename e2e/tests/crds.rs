@@ -81,3 +81,23 @@ async fn managed_by_cannot_be_added_or_changed() {
     }
     ns.delete().await;
 }
+
+/// The Trainer v2 CRDs trainset builds are accepted by the real apiserver: a structural schema,
+/// and every CEL rule compiles within the cost budget (a dry-run apply: nothing is installed yet,
+/// since nothing serves TrainJobs; Trainer's own CRDs may be there from the peer tests).
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn the_trainer_crds_are_accepted() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let client = client().await;
+    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(client);
+    let params = PatchParams::apply("trainset-e2e").force().dry_run();
+    let built = trainset::crds::trainer().expect("the Trainer CRDs");
+    assert_eq!(built.len(), 3);
+    for crd in built {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        crds.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .unwrap_or_else(|e| panic!("{name} refused: {e}"));
+    }
+}
