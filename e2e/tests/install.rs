@@ -311,10 +311,17 @@ fn in_flight_manifest(file: &str, seconds: u32) -> Value {
     manifest
 }
 
+/// Selects the pods (or Jobs) of one JobSet.
+fn of_jobset(name: &str) -> ListParams {
+    ListParams::default().labels(&format!(
+        "{}={name}",
+        jobset_types::keys::label::JOBSET_NAME
+    ))
+}
+
 async fn pod_uids(client: &Client, ns: &str, jobset: &str) -> Vec<String> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let selector =
-        ListParams::default().labels(&format!("jobset.sigs.k8s.io/jobset-name={jobset}"));
+    let selector = of_jobset(jobset);
     let mut uids: Vec<String> = pods
         .list(&selector)
         .await
@@ -353,8 +360,7 @@ impl InFlight {
             let job = api.get(name).await.expect("job");
             let jobset = jobsets.get(name).await.expect("its JobSet");
             let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
-            let selector =
-                ListParams::default().labels(&format!("jobset.sigs.k8s.io/jobset-name={name}"));
+            let selector = of_jobset(name);
             let expected = jobset
                 .spec
                 .replicated_jobs
@@ -446,8 +452,7 @@ impl InFlight {
             if mid_flight {
                 assert_eq!(&pods_now, pod_uids_then, "{name} lost pods mid-flight");
             }
-            let selector =
-                ListParams::default().labels(&format!("jobset.sigs.k8s.io/jobset-name={name}"));
+            let selector = of_jobset(name);
             for pod in pods.list(&selector).await.expect("pods").items {
                 let restarted: i32 = pod
                     .status
