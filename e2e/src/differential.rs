@@ -13,6 +13,9 @@ use jobset_types::keys::{
 use serde_json::Value;
 use trainset::compile::{JOB_NAME, JOB_ROLE, REPLICA_TYPE};
 
+/// The label the Job controller puts on the pods of a Job.
+const BATCH_JOB_NAME: &str = "batch.kubernetes.io/job-name";
+
 /// Prefix of the v1 labels compared on pods.
 const V1_LABELS: &str = "training.kubeflow.org/";
 /// The v1 operators' per-pod index label (trainset has none yet: issue 10).
@@ -51,9 +54,11 @@ pub struct Difference {
 }
 
 /// The key of a pod: its replica type (lower case, as the v1 label) and index. A v1 operator's
-/// pod is named `<job>-<type>-<index>` (its index label may differ: mpi-operator counts workers
-/// from 1 when the launcher is a worker too); under a JobSet the index is the completion index
-/// within one Indexed Job, or, where each pod has a Job of its own, that Job's index.
+/// own pod is named `<job>-<type>-<index>` (its index label may differ: mpi-operator counts
+/// workers from 1 when the launcher is a worker too); a Job's pod is named after the Job plus a
+/// random suffix, which may be all digits (mpi-operator's launcher `<job>-launcher-49442`), so its
+/// name says nothing. Under a JobSet the index is the completion index within one Indexed Job, or,
+/// where each pod has a Job of its own, that Job's index.
 pub fn pod_key(pod: &Value) -> String {
     let meta = &pod["metadata"];
     let labels = &meta["labels"];
@@ -62,12 +67,16 @@ pub fn pod_key(pod: &Value) -> String {
         .or_else(|| labels[JOB_ROLE].as_str())
         .unwrap_or("?")
         .to_ascii_lowercase();
-    let by_name = labels[JOB_NAME].as_str().and_then(|job| {
-        meta["name"]
-            .as_str()?
-            .strip_prefix(&format!("{job}-{replica_type}-"))
-            .filter(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
-    });
+    let own_pod = labels[BATCH_JOB_NAME].is_null();
+    let by_name = labels[JOB_NAME]
+        .as_str()
+        .filter(|_| own_pod)
+        .and_then(|job| {
+            meta["name"]
+                .as_str()?
+                .strip_prefix(&format!("{job}-{replica_type}-"))
+                .filter(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+        });
     let job_index = labels[JOBSET_JOB_INDEX].as_str().filter(|i| *i != "0");
     let index = by_name
         .or(job_index)
@@ -602,6 +611,13 @@ mod tests {
             None,
         );
         assert_eq!(pod_key(&upstream), "worker/0");
+        // mpi-operator's launcher is a Job's pod; an all-digit random suffix is not an index.
+        let launcher = pod(
+            "j-launcher-49442",
+            json!({JOB_NAME: "j", JOB_ROLE: "launcher", BATCH_JOB_NAME: "j-launcher"}),
+            None,
+        );
+        assert_eq!(pod_key(&launcher), "launcher/0");
     }
 
     #[test]
