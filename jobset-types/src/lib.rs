@@ -375,7 +375,8 @@ fn without_defaults(schema: &mut schemars::Schema) {
     }
 }
 
-/// Go's `int`: an integer with no format in JobSet's CRD.
-fn go_int(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+/// Go's `int` as controller-gen writes it in a CRD: an integer with no format (also for the
+/// types of other Go APIs, such as Trainer's, that embed these).
+pub fn go_int(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "integer"})
 }

@@ -33,11 +33,6 @@ pub struct EmbeddedMetadata {
     pub namespace: Option<String>,
 }
 
-/// Go's `int`: an integer with no format in Trainer's CRDs.
-fn go_int(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": "integer"})
-}
-
 /// The CEL rule Trainer puts on every field that may be set at creation only.
 fn immutable() -> serde_json::Value {
     serde_json::json!([{"rule": "self == oldSelf", "message": "field is immutable"}])

@@ -6,7 +6,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{EmbeddedMetadata, go_int};
+use super::EmbeddedMetadata;
 
 /// What a runtime holds; the same for both scopes.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -194,6 +194,6 @@ pub struct NetworkTopologySpec {
     #[schemars(extend("default" = "hard", "enum" = ["hard", "soft"]))]
     pub mode: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "go_int", extend("default" = 1))]
+    #[schemars(schema_with = "jobset_types::go_int", extend("default" = 1))]
     pub highest_tier_allowed: Option<i32>,
 }

@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use super::CompileError;
 use super::meta::{MANAGED_BY, Owner, TRAINSET};
-use crate::api::trainer::{GROUP, TrainJob, TrainingRuntimeSpec};
+use crate::api::trainer::{GROUP, InitializerSource, TrainJob, Trainer, TrainingRuntimeSpec};
 
 /// Binds a replicated job (on its Job template's labels) to a part of the TrainJob.
 pub const ANCESTOR_STEP: &str = "trainer.kubeflow.org/trainjob-ancestor-step";
@@ -323,6 +323,83 @@ fn patched(job: &TrainJob, runtime: &Runtime<'_>) -> Result<Patched, CompileErro
     })
 }
 
+/// The trainer's `node` container: `resourcesPerNode` merged (when the runtime has an ML
+/// policy), the policy's env and port (when the TrainJob has a `trainer` section), then the
+/// trainer's image, command, args and env.
+fn build_trainer(
+    node: &mut Container,
+    trainer: Option<&Trainer>,
+    with_policy: bool,
+    policy: &dyn MlPolicy,
+    job: &str,
+    count: i32,
+) -> Result<(), CompileError> {
+    let Some(trainer) = trainer else {
+        return Ok(());
+    };
+    if with_policy && let Some(per_node) = &trainer.resources_per_node {
+        let malformed = |e: serde_json::Error| malformed("spec.trainer.resourcesPerNode", &e);
+        let mut resources = serde_json::to_value(&node.resources).map_err(malformed)?;
+        if resources.is_null() {
+            resources = Value::Object(Default::default());
+        }
+        merge::merge(
+            &mut resources,
+            &serde_json::to_value(per_node).map_err(malformed)?,
+        );
+        node.resources = serde_json::from_value(resources).map_err(malformed)?;
+    }
+    let (gpus, cpus) = devices(node.resources.as_ref());
+    let facts = Node {
+        job,
+        count,
+        num_proc_per_node: trainer.num_proc_per_node,
+        gpus,
+        cpus,
+    };
+    upsert(node, &policy.env(&facts));
+    if let Some(port) = policy.port() {
+        let ports = node.ports.get_or_insert_with(Vec::new);
+        if !ports.iter().any(|p| p.container_port == port) {
+            ports.push(ContainerPort {
+                container_port: port,
+                ..Default::default()
+            });
+        }
+    }
+    if let Some(image) = &trainer.image {
+        node.image = Some(image.clone());
+    }
+    if !trainer.command.is_empty() {
+        node.command = Some(trainer.command.clone());
+    }
+    if !trainer.args.is_empty() {
+        node.args = Some(trainer.args.clone());
+    }
+    upsert(node, &trainer.env);
+    Ok(())
+}
+
+/// An initializer's container: `STORAGE_URI`, the initializer's env, its secret as `envFrom`.
+fn build_initializer(container: &mut Container, source: &InitializerSource) {
+    if let Some(uri) = &source.storage_uri {
+        upsert(container, &[super::env::value("STORAGE_URI", uri.clone())]);
+    }
+    upsert(container, &source.env);
+    if let Some(secret) = &source.secret_ref {
+        container
+            .env_from
+            .get_or_insert_with(Vec::new)
+            .push(EnvFromSource {
+                secret_ref: Some(SecretEnvSource {
+                    name: secret.name.clone(),
+                    optional: None,
+                }),
+                ..Default::default()
+            });
+    }
+}
+
 /// The TrainJob's JobSet.
 pub fn compile_trainjob(job: &TrainJob, runtime: &Runtime<'_>) -> Result<JobSet, CompileError> {
     let name = job.name_any();
@@ -384,54 +461,9 @@ pub fn compile_trainjob(job: &TrainJob, runtime: &Runtime<'_>) -> Result<JobSet,
         match ancestor.as_deref() {
             Some(TRAINER_STEP) => {
                 replicated.replicas = Some(1);
-                let Some(node) = container(replicated, NODE) else {
-                    continue;
-                };
-                if ml.is_some()
-                    && let Some(per_node) = trainer.and_then(|t| t.resources_per_node.as_ref())
-                {
-                    let mut resources = serde_json::to_value(&node.resources)
-                        .map_err(|e| malformed("spec.trainer.resourcesPerNode", &e))?;
-                    if resources.is_null() {
-                        resources = Value::Object(Default::default());
-                    }
-                    let change = serde_json::to_value(per_node)
-                        .map_err(|e| malformed("spec.trainer.resourcesPerNode", &e))?;
-                    merge::merge(&mut resources, &change);
-                    node.resources = serde_json::from_value(resources)
-                        .map_err(|e| malformed("spec.trainer.resourcesPerNode", &e))?;
-                }
-                if trainer.is_some() {
-                    let (gpus, cpus) = devices(node.resources.as_ref());
-                    let facts = Node {
-                        job: &name,
-                        count,
-                        num_proc_per_node: trainer.and_then(|t| t.num_proc_per_node),
-                        gpus,
-                        cpus,
-                    };
-                    upsert(node, &policy.env(&facts));
-                    if let Some(port) = policy.port() {
-                        let ports = node.ports.get_or_insert_with(Vec::new);
-                        if !ports.iter().any(|p| p.container_port == port) {
-                            ports.push(ContainerPort {
-                                container_port: port,
-                                ..Default::default()
-                            });
-                        }
-                    }
-                }
-                if let Some(trainer) = trainer {
-                    if let Some(image) = &trainer.image {
-                        node.image = Some(image.clone());
-                    }
-                    if !trainer.command.is_empty() {
-                        node.command = Some(trainer.command.clone());
-                    }
-                    if !trainer.args.is_empty() {
-                        node.args = Some(trainer.args.clone());
-                    }
-                    upsert(node, &trainer.env);
+                if let Some(node) = container(replicated, NODE) {
+                    let with_policy = ml.is_some();
+                    build_trainer(node, trainer, with_policy, policy.as_ref(), &name, count)?;
                 }
             }
             Some(step @ (DATASET_INITIALIZER | MODEL_INITIALIZER)) => {
@@ -443,24 +475,8 @@ pub fn compile_trainjob(job: &TrainJob, runtime: &Runtime<'_>) -> Result<JobSet,
                     initializer.and_then(|i| i.model.as_ref())
                 };
                 let step = step.to_owned();
-                let (Some(source), Some(container)) = (source, container(replicated, &step)) else {
-                    continue;
-                };
-                if let Some(uri) = &source.storage_uri {
-                    upsert(container, &[super::env::value("STORAGE_URI", uri.clone())]);
-                }
-                upsert(container, &source.env);
-                if let Some(secret) = &source.secret_ref {
-                    container
-                        .env_from
-                        .get_or_insert_with(Vec::new)
-                        .push(EnvFromSource {
-                            secret_ref: Some(SecretEnvSource {
-                                name: secret.name.clone(),
-                                optional: None,
-                            }),
-                            ..Default::default()
-                        });
+                if let (Some(source), Some(container)) = (source, container(replicated, &step)) {
+                    build_initializer(container, source);
                 }
             }
             _ => {}
