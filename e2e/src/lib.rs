@@ -281,7 +281,6 @@ pub fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
 
 /// Applies the committed CRDs under `crds/` and waits until each is established.
 pub async fn install_crds(client: &Client) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let mut names = Vec::new();
     for entry in
         std::fs::read_dir(repo_root().join("crds")).unwrap_or_else(|e| panic!("crds/: {e}"))
@@ -301,13 +300,19 @@ pub async fn install_crds(client: &Client) {
         }
     }
     assert_eq!(names.len(), 6, "six CRDs under crds/");
+    wait_established(client, &names).await;
+}
+
+/// Waits until each named CRD is established (its kinds are served).
+pub async fn wait_established(client: &Client, names: &[String]) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for name in names {
         wait_for(
             Duration::from_secs(30),
             &format!("CRD {name} to be established"),
             || async {
-                let crd = crds.get(&name).await.ok()?;
+                let crd = crds.get(name).await.ok()?;
                 let conditions = crd.status?.conditions?;
                 conditions
                     .iter()
@@ -462,15 +467,21 @@ pub mod operator {
         )
     }
 
+    /// Writes to `path` a kubeconfig for the local control plane that authenticates with
+    /// `token`, as a pod's ServiceAccount token would.
+    pub fn write_token_kubeconfig(path: &std::path::Path, token: &str) {
+        let (server, ca) = apiserver();
+        let kubeconfig = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster: {{server: \"{server}\", certificate-authority: \"{ca}\"}}\nusers:\n- name: token\n  user: {{token: \"{token}\"}}\ncontexts:\n- name: token\n  context: {{cluster: e2e, user: token}}\ncurrent-context: token\n"
+        );
+        std::fs::write(path, kubeconfig).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+
     /// A kubeconfig that authenticates as the trainset ServiceAccount with a fresh token.
     async fn service_account_kubeconfig(client: &Client) -> std::path::PathBuf {
         let token = service_account_token(client).await;
-        let (server, ca) = apiserver();
         let path = super::repo_root().join("target/trainset-e2e.kubeconfig");
-        let kubeconfig = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster: {{server: \"{server}\", certificate-authority: \"{ca}\"}}\nusers:\n- name: trainset\n  user: {{token: \"{token}\"}}\ncontexts:\n- name: trainset\n  context: {{cluster: e2e, user: trainset}}\ncurrent-context: trainset\n"
-        );
-        std::fs::write(&path, kubeconfig).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        write_token_kubeconfig(&path, &token);
         path
     }
 

@@ -13,7 +13,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Container, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Pod, Probe, ServiceAccount};
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 
@@ -56,15 +56,12 @@ struct Spec {
     liveness: String,
 }
 
-fn probe_path(container: &Container, probe: &str) -> String {
-    let probe = match probe {
-        "readiness" => container.readiness_probe.as_ref(),
-        _ => container.liveness_probe.as_ref(),
-    };
+/// The path an HTTP probe asks for; `what` names the probe in the panic.
+fn probe_path(probe: Option<&Probe>, what: &str) -> String {
     probe
         .and_then(|p| p.http_get.as_ref())
         .and_then(|get| get.path.clone())
-        .unwrap_or_else(|| panic!("the container has no HTTP {probe:?} probe"))
+        .unwrap_or_else(|| panic!("the container has no HTTP {what} probe"))
 }
 
 fn spec_of(pod: &Pod, metrics: &str) -> Spec {
@@ -138,8 +135,8 @@ fn spec_of(pod: &Pod, metrics: &str) -> Spec {
             .service_account_name
             .clone()
             .unwrap_or_else(|| "default".to_owned()),
-        readiness: probe_path(container, "readiness"),
-        liveness: probe_path(container, "liveness"),
+        readiness: probe_path(container.readiness_probe.as_ref(), "readiness"),
+        liveness: probe_path(container.liveness_probe.as_ref(), "liveness"),
     }
 }
 
@@ -260,14 +257,9 @@ impl RunningPod {
                 (command, Some(container), spec.user)
             }
             Runtime::Binary(binary) => {
-                let (_, ca) = operator::apiserver();
                 let kubeconfig = dir.join("kubeconfig");
                 std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-                let text = format!(
-                    "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster: {{server: \"{server}\", certificate-authority: \"{ca}\"}}\nusers:\n- name: pod\n  user: {{token: \"{token}\"}}\ncontexts:\n- name: pod\n  context: {{cluster: e2e, user: pod}}\ncurrent-context: pod\n"
-                );
-                std::fs::write(&kubeconfig, text)
-                    .unwrap_or_else(|e| panic!("{}: {e}", kubeconfig.display()));
+                operator::write_token_kubeconfig(&kubeconfig, &token);
                 let mut command = Command::new(binary);
                 command
                     .args(&spec.args)

@@ -14,7 +14,6 @@ use std::time::Duration;
 use jobset_types::JobSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
@@ -22,7 +21,7 @@ use trainset::kinds::{Served, Visitor, visit_all};
 use trainset_e2e::pod::{RunningPod, Runtime, proc_status, root_mount_options};
 use trainset_e2e::{
     TestNamespace, client, create, create_examples, delay, http_get, install_crds, operator,
-    repo_root, status, wait_for, wait_state, yaml_documents,
+    repo_root, status, wait_established, wait_for, wait_state, yaml_documents,
 };
 
 /// Port offset of the installed pod's metrics endpoint (see `trainset_e2e::loopback`).
@@ -117,21 +116,7 @@ fn crd_names(dir: &Path) -> Vec<String> {
 /// established.
 async fn apply_crds(client: &Client, dir: &Path) {
     kubectl(&["apply", "--server-side", "-f", &dir.display().to_string()]);
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for name in crd_names(dir) {
-        wait_for(
-            Duration::from_secs(30),
-            &format!("CRD {name} established"),
-            || async {
-                let conditions = crds.get(&name).await.ok()?.status?.conditions?;
-                conditions
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-                    .then_some(())
-            },
-        )
-        .await;
-    }
+    wait_established(client, &crd_names(dir)).await;
 }
 
 /// Nothing of trainset's installed: no namespace, no cluster RBAC, no CRDs (so no training jobs).
