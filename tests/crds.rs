@@ -37,7 +37,7 @@ fn committed_crds_match_the_code() {
 
 #[test]
 fn crds_carry_names_columns_and_subresources() {
-    let crds = trainset::crds::all().expect("CRDs build");
+    let crds = trainset::crds::v1().expect("CRDs build");
     let kinds: Vec<&str> = crds.iter().map(|c| c.spec.names.kind.as_str()).collect();
     assert_eq!(
         kinds,
@@ -83,7 +83,7 @@ fn crds_carry_names_columns_and_subresources() {
 /// The Kubeflow SDK's models refuse a job without runPolicy, so the apiserver stores one.
 #[test]
 fn every_crd_defaults_run_policy_to_empty() {
-    for crd in trainset::crds::all().expect("CRDs build") {
+    for crd in trainset::crds::v1().expect("CRDs build") {
         let schema = serde_json::to_value(&crd.spec.versions[0].schema).expect("schema as JSON");
         let run_policy =
             &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["runPolicy"];

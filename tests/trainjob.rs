@@ -535,12 +535,38 @@ fn every_shipped_runtime_is_what_the_sdk_expects_and_renders() {
     use trainset::api::trainer::ClusterTrainingRuntime;
     use trainset::render::{Format, render};
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/runtimes");
+    let kustomization: serde_json::Value = serde_norway::from_str(
+        &std::fs::read_to_string(format!("{dir}/kustomization.yaml")).expect("kustomization"),
+    )
+    .expect("kustomization YAML");
+    let listed: Vec<&str> = kustomization["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(|r| r.as_str())
+        .collect();
     let mut names = Vec::new();
     for entry in std::fs::read_dir(dir).expect("deploy/runtimes") {
         let path = entry.expect("entry").path();
+        let file = path
+            .file_name()
+            .and_then(|f| f.to_str())
+            .expect("file name");
+        if file == "kustomization.yaml" {
+            continue;
+        }
+        assert!(listed.contains(&file), "{file} is not in the kustomization");
         let text = std::fs::read_to_string(&path).expect("runtime");
+        let first = serde_norway::Deserializer::from_str(&text)
+            .next()
+            .unwrap_or_else(|| panic!("{file} is empty"));
+        let value = <serde_json::Value as serde::Deserialize>::deserialize(first)
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        if value["kind"] != "ClusterTrainingRuntime" {
+            continue;
+        }
         let runtime: ClusterTrainingRuntime =
-            serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            serde_json::from_value(value).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let name = runtime.metadata.name.clone().expect("name");
         let labels = runtime.metadata.labels.clone().unwrap_or_default();
         assert!(

@@ -49,6 +49,10 @@ fn jobset(conditions: Value, counts: Value) -> JobSet {
     .expect("a JobSet")
 }
 
+fn status_of(job: &TrainJob) -> TrainJobStatus {
+    job.status.clone().unwrap_or_default()
+}
+
 fn conditions(status: &TrainJobStatus) -> Vec<(String, String, String)> {
     status
         .conditions
@@ -167,7 +171,12 @@ fn a_finished_trainjob_stays_finished_whatever_its_jobset_does() {
     );
     // Nor can trainset fail it afterwards.
     assert_eq!(
-        fail(&job, "DeadlineExceeded", "late", &at(300)),
+        fail(
+            job.status.clone().unwrap_or_default(),
+            "DeadlineExceeded",
+            "late",
+            &at(300)
+        ),
         job.status.clone().expect("status")
     );
 }
@@ -175,25 +184,38 @@ fn a_finished_trainjob_stays_finished_whatever_its_jobset_does() {
 #[test]
 fn deadlines_count_from_creation_or_the_last_resume() {
     let job = trainjob(spec(json!({"activeDeadlineSeconds": 60})), Value::Null);
-    assert_eq!(deadline_left(&job, &at(20)), Some(Duration::from_secs(40)));
-    assert_eq!(deadline_left(&job, &at(90)), Some(Duration::ZERO));
+    assert_eq!(
+        deadline_left(&job, &status_of(&job), &at(20)),
+        Some(Duration::from_secs(40))
+    );
+    assert_eq!(
+        deadline_left(&job, &status_of(&job), &at(90)),
+        Some(Duration::ZERO)
+    );
 
     let resumed = json!({"conditions": [{"type": "Suspended", "status": "False", "reason": "Resumed", "message": "TrainJob is resumed", "lastTransitionTime": stamp(100)}]});
     let job = trainjob(spec(json!({"activeDeadlineSeconds": 60})), resumed);
-    assert_eq!(deadline_left(&job, &at(130)), Some(Duration::from_secs(30)));
+    assert_eq!(
+        deadline_left(&job, &status_of(&job), &at(130)),
+        Some(Duration::from_secs(30))
+    );
 
     let suspended = trainjob(
         spec(json!({"activeDeadlineSeconds": 60, "suspend": true})),
         Value::Null,
     );
-    assert_eq!(deadline_left(&suspended, &at(500)), None);
     assert_eq!(
-        deadline_left(&trainjob(spec(json!({})), Value::Null), &at(500)),
+        deadline_left(&suspended, &status_of(&suspended), &at(500)),
+        None
+    );
+    let unbounded = trainjob(spec(json!({})), Value::Null);
+    assert_eq!(
+        deadline_left(&unbounded, &status_of(&unbounded), &at(500)),
         None
     );
 
     let failed = fail(
-        &job,
+        job.status.clone().unwrap_or_default(),
         "DeadlineExceeded",
         "TrainJob exceeded its active deadline",
         &at(161),

@@ -34,40 +34,13 @@ pub async fn apply<K: Served>(
     let name = job.name_any();
     let jobsets: Api<JobSet> = Api::namespaced(ctx.client.clone(), namespace);
     if let Some(compiled) = &plan.create {
-        match create(namespace, compiled, ctx).await {
-            Ok(()) => {}
-            Err(Error::Kube { source, .. }) if conflict(&source) => return Ok(Applied::Exists),
-            Err(Error::Kube {
-                action,
-                object,
-                source,
-            }) if refused_content(&source) => {
-                return Ok(Applied::Refused(format!(
-                    "{action} {object} was refused: {source}"
-                )));
-            }
-            Err(error) => return Err(error),
+        match created(create(namespace, compiled, ctx).await)? {
+            Applied::Done => {}
+            other => return Ok(other),
         }
     }
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..Default::default()
-    };
-    match &plan.suspend {
-        None => {}
-        Some(SuspendWrite::Suspend) => {
-            let patch = json!({"spec": {"suspend": true}});
-            jobsets
-                .patch(&name, &params, &Patch::Merge(&patch))
-                .await
-                .map_err(kube_error("suspending JobSet", &name))?;
-        }
-        Some(SuspendWrite::Resume(patch)) => {
-            jobsets
-                .patch(&name, &params, &Patch::Json::<()>(patch.clone()))
-                .await
-                .map_err(kube_error("resuming JobSet", &name))?;
-        }
+    if let Some(write) = &plan.suspend {
+        suspend(&jobsets, &name, write).await?;
     }
     if let Some(status) = &plan.status {
         write_status(job, namespace, status, ctx).await?;
@@ -91,6 +64,64 @@ pub async fn apply<K: Served>(
     Ok(Applied::Done)
 }
 
+/// Suspends or resumes the JobSet `name`.
+pub(super) async fn suspend(
+    jobsets: &Api<JobSet>,
+    name: &str,
+    write: &SuspendWrite,
+) -> Result<(), Error> {
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    };
+    match write {
+        SuspendWrite::Suspend => {
+            let patch = json!({"spec": {"suspend": true}});
+            jobsets
+                .patch(name, &params, &Patch::Merge(&patch))
+                .await
+                .map_err(kube_error("suspending JobSet", name))?;
+        }
+        SuspendWrite::Resume(patch) => {
+            jobsets
+                .patch(name, &params, &Patch::Json::<()>(patch.clone()))
+                .await
+                .map_err(kube_error("resuming JobSet", name))?;
+        }
+    }
+    Ok(())
+}
+
+/// How creating a JobSet ended, for [`Applied`].
+pub(super) fn created(result: Result<(), Error>) -> Result<Applied, Error> {
+    match result {
+        Ok(()) => Ok(Applied::Done),
+        Err(Error::Kube { source, .. }) if conflict(&source) => Ok(Applied::Exists),
+        Err(Error::Kube {
+            action,
+            object,
+            source,
+        }) if refused_content(&source) => Ok(Applied::Refused(format!(
+            "{action} {object} was refused: {source}"
+        ))),
+        Err(error) => Err(error),
+    }
+}
+
+/// Creates `jobset`.
+pub(super) async fn create_jobset(
+    namespace: &str,
+    jobset: &JobSet,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let name = jobset.name_any();
+    Api::<JobSet>::namespaced(ctx.client.clone(), namespace)
+        .create(&post_params(), jobset)
+        .await
+        .map_err(kube_error("creating JobSet", &name))?;
+    Ok(())
+}
+
 fn conflict(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 409)
 }
@@ -112,16 +143,11 @@ async fn create(namespace: &str, compiled: &Compiled, ctx: &Context) -> Result<(
         let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
         create_once(&api, secret).await?;
     }
-    let name = compiled.jobset.name_any();
-    Api::<JobSet>::namespaced(ctx.client.clone(), namespace)
-        .create(&post_params(), &compiled.jobset)
-        .await
-        .map_err(kube_error("creating JobSet", &name))?;
-    Ok(())
+    create_jobset(namespace, &compiled.jobset, ctx).await
 }
 
 /// Creates `object` unless it exists: auxiliary objects are written once and never updated.
-async fn create_once<T>(api: &Api<T>, object: &T) -> Result<(), Error>
+pub(super) async fn create_once<T>(api: &Api<T>, object: &T) -> Result<(), Error>
 where
     T: Resource + Clone + Debug + serde::Serialize + serde::de::DeserializeOwned,
 {

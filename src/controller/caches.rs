@@ -25,7 +25,7 @@ use crate::kinds::Served;
 /// Events a controller may fall behind by before its watch waits for it.
 const BUFFER: usize = 1024;
 
-type Trigger<T> = Receiver<Result<T, watcher::Error>>;
+pub type Trigger<T> = Receiver<Result<T, watcher::Error>>;
 
 /// What one controller reacts to: the JobSets and Jobs of its kind's jobs.
 pub struct Triggers {
@@ -97,12 +97,20 @@ impl Watches {
 
     /// The triggers of kind `K`'s controller.
     pub fn triggers<K: Served>(&mut self) -> Triggers {
-        let (jobset_tx, jobsets) = channel(BUFFER);
         let (job_tx, jobs) = channel(BUFFER);
-        self.jobset_routes
-            .insert(K::kind(&()).into_owned(), jobset_tx);
         self.job_routes.insert(K::OPERATOR_NAME.to_owned(), job_tx);
-        Triggers { jobsets, jobs }
+        Triggers {
+            jobsets: self.jobset_trigger(&K::kind(&())),
+            jobs,
+        }
+    }
+
+    /// The JobSets controlled by objects of `kind`. Take it only for a controller that runs: a
+    /// trigger nobody reads stalls the watch once its buffer is full.
+    pub fn jobset_trigger(&mut self, kind: &str) -> Trigger<JobSet> {
+        let (jobset_tx, jobsets) = channel(BUFFER);
+        self.jobset_routes.insert(kind.to_owned(), jobset_tx);
+        jobsets
     }
 
     /// Starts both watches; they run until `shutdown`.

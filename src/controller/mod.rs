@@ -12,6 +12,7 @@ mod fetch;
 mod plan;
 mod report;
 mod startup;
+mod trainjob;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,6 +58,8 @@ pub enum Error {
     Plan(#[from] plan::PlanError),
     #[error("the JobSet {object} was missing, then existed when created")]
     CreateRace { object: String },
+    #[error("{runtime}, which TrainJob {job} names, does not exist (yet); retrying")]
+    RuntimeMissing { runtime: String, job: String },
 }
 
 impl Error {
@@ -66,7 +69,10 @@ impl Error {
         match self {
             Self::Kube { source, .. } => refused_content(source),
             Self::Plan(_) | Self::NoNamespace { .. } => true,
-            Self::SshKey(_) | Self::CachesClosed | Self::CreateRace { .. } => false,
+            Self::SshKey(_)
+            | Self::CachesClosed
+            | Self::CreateRace { .. }
+            | Self::RuntimeMissing { .. } => false,
         }
     }
 }
@@ -218,7 +224,30 @@ pub async fn run(
         all: Vec::new(),
     };
     visit_all(&mut controllers);
-    let controllers = controllers.all;
+    let mut controllers = controllers.all;
+    // TrainJobs are served when the Trainer CRDs were installed before trainset started.
+    match trainjob::served(&client).await {
+        Ok(true) => controllers.push(
+            trainjob::run(
+                ctx.clone(),
+                watches.jobset_trigger("TrainJob"),
+                ControllerConfig::default().concurrency(settings.max_concurrent_reconciles),
+                shutdown.clone(),
+            )
+            .boxed(),
+        ),
+        Ok(false) => tracing::warn!(
+            "the apiserver serves no TrainJobs (trainer.kubeflow.org CRDs not installed): \
+             TrainJobs are not served until trainset restarts after they are"
+        ),
+        Err(source) => {
+            return Err(Error::Kube {
+                action: "asking the apiserver whether it serves",
+                object: "TrainJobs".to_owned(),
+                source,
+            });
+        }
+    }
 
     let caches = ctx.caches.clone();
     watches.start(&client, shutdown.clone());

@@ -61,10 +61,22 @@ pub enum SuspendWrite {
 pub enum Happened {
     Created,
     Recreated,
-    Invalid { message: String },
-    Succeeded { reason: String, message: String },
-    Failed { reason: String, message: String },
-    Restarted { count: i32 },
+    /// trainset failed the job itself: an invalid spec, a JobSet name another job holds.
+    Refused {
+        reason: String,
+        message: String,
+    },
+    Succeeded {
+        reason: String,
+        message: String,
+    },
+    Failed {
+        reason: String,
+        message: String,
+    },
+    Restarted {
+        count: i32,
+    },
     DeletedAfterTtl,
 }
 
@@ -166,6 +178,14 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
         after_end(job, done, &facts.now, &mut plan);
         return Ok(plan);
     }
+    if let Some(holder) = facts
+        .jobset
+        .and_then(|js| foreign_holder(js, job.uid().as_deref()))
+    {
+        let kind = K::kind(&());
+        let message = name_conflict(&kind, &job.name_any(), &holder);
+        return Ok(refuse(job, NAME_CONFLICT, message, &facts.now));
+    }
     let created = match (facts.jobset, facts.compiled) {
         (Some(live), compiled) => {
             plan.suspend = suspend_write(job, live, compiled, facts.own_workload)?;
@@ -244,18 +264,59 @@ fn present_types<K: Served>(job: &K) -> Vec<&'static str> {
 
 /// The job fails as `InvalidSpec` with `reason`, and waits for a change.
 pub fn invalid<K: Served>(job: &K, reason: &str, now: &Time) -> Plan {
+    let message = format!(
+        "{} {} has an invalid spec: {reason}",
+        K::kind(&()),
+        job.name_any()
+    );
+    refuse(job, INVALID_SPEC, message, now)
+}
+
+/// The job fails with `<Kind><reason>` for something trainset decided, and waits for a change.
+fn refuse<K: Served>(job: &K, reason: &str, message: String, now: &Time) -> Plan {
     let name = job.name_any();
     let kind = K::kind(&());
     let subject = subject::<K>(&name, &kind, &[]);
-    let message = format!("{kind} {name} has an invalid spec: {reason}");
     let previous = job.job_status();
-    let next = status::fail(&subject, previous, "InvalidSpec", &message, now);
+    let next = status::fail(&subject, previous, reason, &message, now);
     let empty = JobStatus::default();
     Plan {
         status: status::changed(previous.unwrap_or(&empty), &next).then_some(next),
-        happened: vec![Happened::Invalid { message }],
+        happened: vec![Happened::Refused {
+            reason: reason.to_owned(),
+            message,
+        }],
         ..Plan::default()
     }
+}
+
+/// Why a job fails whose spec cannot run.
+pub const INVALID_SPEC: &str = "InvalidSpec";
+/// Why a job fails whose JobSet name another object's JobSet already has.
+pub const NAME_CONFLICT: &str = "JobSetNameConflict";
+
+/// Who holds the JobSet named after the job with `uid`, when that is not the job: the JobSet's
+/// controller (`TrainJob foo`), or nobody. A job without a uid (read from a file) holds nothing.
+pub fn foreign_holder(jobset: &JobSet, uid: Option<&str>) -> Option<String> {
+    let uid = uid?;
+    let controller = jobset
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true));
+    match controller {
+        Some(owner) if owner.uid == uid => None,
+        Some(owner) => Some(format!("{} {}", owner.kind, owner.name)),
+        None => Some("no training job (it has no controller)".to_owned()),
+    }
+}
+
+/// What a job whose JobSet name is taken is told.
+pub fn name_conflict(kind: &str, name: &str, holder: &str) -> String {
+    format!(
+        "{kind} {name} cannot run: its JobSet {name} already exists and belongs to {holder}. \
+         Every training job's JobSet is named after it, so give jobs of different kinds in one \
+         namespace different names."
+    )
 }
 
 /// The JobSet's `spec.suspend` follows the job's where trainset controls it (see [`suspend`]).
@@ -409,7 +470,9 @@ mod tests {
     fn jobset(suspend: bool, labels: Value, status: Value) -> JobSet {
         serde_json::from_value(json!({
             "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-            "metadata": {"name": "demo", "namespace": "ns", "labels": labels},
+            "metadata": {"name": "demo", "namespace": "ns", "labels": labels, "ownerReferences": [
+                {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "demo", "uid": "u-1", "controller": true}
+            ]},
             "spec": {"suspend": suspend, "replicatedJobs": []},
             "status": status
         }))
@@ -551,11 +614,47 @@ mod tests {
         );
         assert_eq!(
             plan.happened,
-            [Happened::Invalid {
+            [Happened::Refused {
+                reason: "InvalidSpec".to_owned(),
                 message: "PyTorchJob demo has an invalid spec: spec.x: bad".to_owned()
             }]
         );
         assert!(plan.requeue.is_none());
+    }
+
+    #[test]
+    fn a_jobset_another_job_holds_fails_the_job_and_is_left_alone() {
+        let job = pytorch(json!({}), Value::Null);
+        let mut theirs = running_jobset();
+        theirs.metadata.owner_references = serde_json::from_value(json!([
+            {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "demo", "uid": "tj-1", "controller": true}
+        ]))
+        .expect("owner");
+        let jobs = running_jobs();
+        let facts = Facts {
+            job: &job,
+            jobset: Some(&theirs),
+            jobs: &jobs,
+            compiled: None,
+            own_workload: false,
+            now: at(0),
+            since_status_write: None,
+        };
+        let plan = plan(facts).expect("plan");
+        assert!(plan.create.is_none() && plan.suspend.is_none() && !plan.delete_jobset);
+        assert_eq!(state(&plan).as_deref(), Some(status::FAILED));
+        let failed = plan
+            .status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .find(|c| c.type_ == status::FAILED)
+            .expect("Failed");
+        assert_eq!(
+            failed.reason.as_deref(),
+            Some("PyTorchJobJobSetNameConflict")
+        );
+        let message = failed.message.as_deref().unwrap_or_default();
+        assert!(message.contains("belongs to TrainJob demo"), "{message}");
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! metrics v1 exports.
 
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
 use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
 
 use super::Context;
 use super::plan::Happened;
@@ -11,9 +11,17 @@ use crate::kinds::Served;
 use crate::telemetry::{JobLabels, KindLabels};
 
 pub async fn report<K: Served>(job: &K, happened: &[Happened], ctx: &Context) {
+    report_as(job, K::FRAMEWORK, happened, ctx).await;
+}
+
+/// [`report`] for any job, whose metrics carry `framework`.
+pub async fn report_as<K>(job: &K, framework: &str, happened: &[Happened], ctx: &Context)
+where
+    K: Resource<DynamicType = ()>,
+{
     let labels = JobLabels {
         job_namespace: job.namespace().unwrap_or_default(),
-        framework: K::FRAMEWORK.to_owned(),
+        framework: framework.to_owned(),
     };
     let metrics = &ctx.metrics;
     let name = job.name_any();
@@ -26,7 +34,7 @@ pub async fn report<K: Served>(job: &K, happened: &[Happened], ctx: &Context) {
                     metrics
                         .jobset_creation_seconds
                         .get_or_create(&KindLabels {
-                            framework: K::FRAMEWORK.to_owned(),
+                            framework: framework.to_owned(),
                         })
                         .observe(latency.max(0.0));
                 }
@@ -39,11 +47,9 @@ pub async fn report<K: Served>(job: &K, happened: &[Happened], ctx: &Context) {
                 );
                 (EventType::Warning, "JobSetRecreated".to_owned(), note)
             }
-            Happened::Invalid { message } => (
-                EventType::Warning,
-                "InvalidSpec".to_owned(),
-                message.clone(),
-            ),
+            Happened::Refused { reason, message } => {
+                (EventType::Warning, reason.clone(), message.clone())
+            }
             Happened::Succeeded { reason, message } => {
                 metrics.successful.get_or_create(&labels).inc();
                 (EventType::Normal, reason.clone(), message.clone())
@@ -71,7 +77,7 @@ pub async fn report<K: Served>(job: &K, happened: &[Happened], ctx: &Context) {
 }
 
 /// Publishes an event on the job (visible with `kubectl describe`); a failure is only logged.
-pub async fn event<K: Served>(
+pub async fn event<K: Resource<DynamicType = ()>>(
     job: &K,
     type_: EventType,
     reason: &str,

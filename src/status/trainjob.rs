@@ -107,22 +107,24 @@ pub fn derive(job: &TrainJob, jobset: Option<&JobSet>, now: &Time) -> TrainJobSt
     status
 }
 
-/// Marks the TrainJob `Failed` for what trainset decides itself: an exceeded deadline, a spec
-/// it cannot run, a JobSet name another job holds. A finished TrainJob is left as it is.
-pub fn fail(job: &TrainJob, reason: &str, message: &str, now: &Time) -> TrainJobStatus {
-    let mut status = job.status.clone().unwrap_or_default();
+/// `status` with the TrainJob `Failed` for what trainset decides itself: an exceeded deadline, a
+/// spec it cannot run, a JobSet name another job holds. A finished TrainJob is left as it is.
+pub fn fail(mut status: TrainJobStatus, reason: &str, message: &str, now: &Time) -> TrainJobStatus {
     if !is_finished(&status) {
         set(&mut status, condition(FAILED, true, reason, message, now));
     }
     status
 }
 
-/// Time left of `activeDeadlineSeconds`, counted from creation or from the last resume; `None`
-/// when no deadline runs now (none set, suspended, finished).
-pub fn deadline_left(job: &TrainJob, now: &Time) -> Option<std::time::Duration> {
+/// Time left of `activeDeadlineSeconds` for the TrainJob with `status`, counted from creation or
+/// from the last resume; `None` when no deadline runs now (none set, suspended, finished).
+pub fn deadline_left(
+    job: &TrainJob,
+    status: &TrainJobStatus,
+    now: &Time,
+) -> Option<std::time::Duration> {
     let seconds = u64::try_from(job.spec.active_deadline_seconds?).ok()?;
-    let status = job.status.clone().unwrap_or_default();
-    if job.spec.suspend == Some(true) || is_finished(&status) {
+    if job.spec.suspend == Some(true) || is_finished(status) {
         return None;
     }
     let resumed = status

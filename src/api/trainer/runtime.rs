@@ -197,3 +197,35 @@ pub struct NetworkTopologySpec {
     #[schemars(schema_with = "jobset_types::go_int", extend("default" = 1))]
     pub highest_tier_allowed: Option<i32>,
 }
+
+/// A runtime of either scope, as a TrainJob names it.
+#[derive(Clone, Debug)]
+pub enum AnyRuntime {
+    Cluster(ClusterTrainingRuntime),
+    Namespaced(TrainingRuntime),
+}
+
+impl AnyRuntime {
+    pub fn spec(&self) -> &TrainingRuntimeSpec {
+        match self {
+            Self::Cluster(runtime) => &runtime.spec.runtime,
+            Self::Namespaced(runtime) => &runtime.spec.runtime,
+        }
+    }
+
+    pub fn metadata(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        match self {
+            Self::Cluster(runtime) => &runtime.metadata,
+            Self::Namespaced(runtime) => &runtime.metadata,
+        }
+    }
+
+    /// The runtime's `trainer.kubeflow.org/framework` label (the SDK lists runtimes by it).
+    pub fn framework(&self) -> Option<&str> {
+        let labels = self.metadata().labels.as_ref()?;
+        labels.get(FRAMEWORK_LABEL).map(String::as_str)
+    }
+}
+
+/// The label that names a runtime's framework (`torch`, `deepspeed`, ...).
+pub const FRAMEWORK_LABEL: &str = "trainer.kubeflow.org/framework";

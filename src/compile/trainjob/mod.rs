@@ -8,6 +8,7 @@
 mod jax;
 mod merge;
 mod plain;
+pub mod snapshot;
 mod torch;
 mod xgboost;
 

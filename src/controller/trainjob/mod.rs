@@ -1,0 +1,418 @@
+//! The TrainJob controller (Kubeflow Trainer v2's API), beside the v1 kinds' in the same process:
+//! the same JobSet watch, leader election, events and metrics. A reconcile reads fetch → plan →
+//! apply → report like a v1 one; the runtimes come from watches of their own, and a TrainJob
+//! waiting for its runtime is woken when that runtime appears.
+
+pub mod plan;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::{FutureExt, StreamExt};
+use jobset_types::JobSet;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, predicates, watcher};
+use kube::{Client, Resource, ResourceExt};
+
+use super::apply::{self, Applied};
+use super::caches::Trigger;
+use super::{Context, Error, FIELD_MANAGER, Shutdown, backoff, kube_error, report};
+use crate::api::trainer::{AnyRuntime, ClusterTrainingRuntime, TrainJob, TrainingRuntime};
+use crate::compile::trainjob::{self, Runtime, RuntimeKind, snapshot};
+use crate::telemetry::KindLabels;
+use plan::{Compiled, Facts, Plan, RUNTIME_NOT_SUPPORTED, Unrunnable};
+
+/// The `framework` label of TrainJob metrics whose runtime is not known (any more).
+const FRAMEWORK: &str = "trainjob";
+
+/// Whether the apiserver serves TrainJobs (the Trainer CRDs are installed).
+pub async fn served(client: &Client) -> Result<bool, kube::Error> {
+    match client
+        .list_api_group_resources(&TrainJob::api_version(&()))
+        .await
+    {
+        Ok(list) => Ok(list
+            .resources
+            .iter()
+            .any(|r| r.name == TrainJob::plural(&()))),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(error) => Err(error),
+    }
+}
+
+/// The runtimes, from their watches.
+#[derive(Clone)]
+struct Runtimes {
+    namespaced: Store<TrainingRuntime>,
+    cluster: Store<ClusterTrainingRuntime>,
+}
+
+impl Runtimes {
+    fn get(&self, kind: RuntimeKind, namespace: &str, name: &str) -> Option<AnyRuntime> {
+        match kind {
+            RuntimeKind::Cluster => self
+                .cluster
+                .get(&ObjectRef::new(name))
+                .map(|r| AnyRuntime::Cluster((*r).clone())),
+            RuntimeKind::Namespaced => self
+                .namespaced
+                .get(&ObjectRef::new(name).within(namespace))
+                .map(|r| AnyRuntime::Namespaced((*r).clone())),
+        }
+    }
+
+    /// The `framework` label of a TrainJob's metrics: its runtime's framework.
+    fn framework(&self, job: &TrainJob) -> String {
+        let runtime = trainjob::runtime_ref(job)
+            .ok()
+            .and_then(|(kind, name)| self.get(kind, &job.namespace().unwrap_or_default(), name));
+        runtime
+            .as_ref()
+            .and_then(AnyRuntime::framework)
+            .unwrap_or(FRAMEWORK)
+            .to_owned()
+    }
+}
+
+struct TrainJobContext {
+    base: Arc<Context>,
+    runtimes: Runtimes,
+}
+
+/// The TrainJobs in `jobs` that wait on the runtime `kind`/`namespace`/`name`: those not
+/// finished that name it.
+fn naming(
+    jobs: &Store<TrainJob>,
+    kind: RuntimeKind,
+    namespace: Option<&str>,
+    name: &str,
+) -> Vec<ObjectRef<TrainJob>> {
+    jobs.state()
+        .iter()
+        .filter(|job| {
+            !job.status
+                .as_ref()
+                .is_some_and(crate::status::trainjob::is_finished)
+        })
+        .filter(|job| namespace.is_none_or(|ns| job.namespace().as_deref() == Some(ns)))
+        .filter(|job| trainjob::runtime_ref(job).is_ok_and(|r| r == (kind, name)))
+        .map(|job| ObjectRef::from_obj(job.as_ref()))
+        .collect()
+}
+
+/// Runs the TrainJob controller until `shutdown`.
+pub async fn run(
+    base: Arc<Context>,
+    jobsets: Trigger<JobSet>,
+    config: ControllerConfig,
+    shutdown: Shutdown,
+) {
+    let client = base.client.clone();
+    let (jobs, job_writer) = reflector::store();
+    let (namespaced, namespaced_writer) = reflector::store();
+    let (cluster, cluster_writer) = reflector::store();
+    let ctx = Arc::new(TrainJobContext {
+        base,
+        runtimes: Runtimes {
+            namespaced,
+            cluster,
+        },
+    });
+    let changes = watcher(
+        Api::<TrainJob>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(|job| job.managed_fields_mut().clear())
+    .reflect(job_writer)
+    .applied_objects()
+    .predicate_filter(predicates::generation, Default::default());
+    let namespaced_runtimes = watcher(
+        Api::<TrainingRuntime>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(|r| r.managed_fields_mut().clear())
+    .reflect(namespaced_writer)
+    .applied_objects();
+    let cluster_runtimes = watcher(
+        Api::<ClusterTrainingRuntime>::all(client),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(|r| r.managed_fields_mut().clear())
+    .reflect(cluster_writer)
+    .applied_objects();
+    let (waiting_namespaced, waiting_cluster) = (jobs.clone(), jobs.clone());
+    Controller::for_stream(changes, jobs)
+        .with_config(config)
+        .owns_stream(jobsets)
+        .watches_stream(namespaced_runtimes, move |runtime: TrainingRuntime| {
+            let namespace = runtime.namespace();
+            naming(
+                &waiting_namespaced,
+                RuntimeKind::Namespaced,
+                Some(namespace.as_deref().unwrap_or_default()),
+                &runtime.name_any(),
+            )
+        })
+        .watches_stream(cluster_runtimes, move |runtime: ClusterTrainingRuntime| {
+            naming(
+                &waiting_cluster,
+                RuntimeKind::Cluster,
+                None,
+                &runtime.name_any(),
+            )
+        })
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|result| {
+            let ctx = ctx.clone();
+            async move {
+                match result {
+                    Ok(_) => {}
+                    Err(kube::runtime::controller::Error::ObjectNotFound(object)) => {
+                        tracing::debug!(%object, "TrainJob is gone");
+                        ctx.base.failures().remove(&failure_key(
+                            object.namespace.as_deref().unwrap_or_default(),
+                            &object.name,
+                        ));
+                    }
+                    Err(error) => tracing::warn!(kind = "TrainJob", %error, "reconcile failed"),
+                }
+            }
+        })
+        .boxed()
+        .await;
+}
+
+fn failure_key(namespace: &str, name: &str) -> String {
+    format!("TrainJob/{namespace}/{name}")
+}
+
+fn job_key(job: &TrainJob) -> String {
+    failure_key(&job.namespace().unwrap_or_default(), &job.name_any())
+}
+
+/// Transient errors (a missing runtime among them) are retried with backoff; an error that
+/// waiting cannot heal waits for a change of the TrainJob.
+fn error_policy(job: Arc<TrainJob>, error: &Error, ctx: Arc<TrainJobContext>) -> Action {
+    if error.is_permanent() {
+        ctx.base.failures().remove(&job_key(&job));
+        return Action::await_change();
+    }
+    let mut failures = ctx.base.failures();
+    let count = failures.entry(job_key(&job)).or_insert(0);
+    *count = count.saturating_add(1);
+    Action::requeue(backoff(*count))
+}
+
+async fn reconcile(job: Arc<TrainJob>, ctx: Arc<TrainJobContext>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = fetch_plan_apply_report(&job, &ctx).await;
+    match &result {
+        Ok(_) => {
+            ctx.base.failures().remove(&job_key(&job));
+        }
+        Err(error) => {
+            let reason = match error {
+                Error::RuntimeMissing { .. } => "TrainingRuntimeNotFound",
+                _ => "ReconcileError",
+            };
+            report::event(
+                job.as_ref(),
+                EventType::Warning,
+                reason,
+                error.to_string(),
+                &ctx.base,
+            )
+            .await;
+        }
+    }
+    ctx.base
+        .metrics
+        .reconcile_seconds
+        .get_or_create(&KindLabels {
+            framework: FRAMEWORK.to_owned(),
+        })
+        .observe(started.elapsed().as_secs_f64());
+    result
+}
+
+async fn fetch_plan_apply_report(job: &TrainJob, ctx: &TrainJobContext) -> Result<Action, Error> {
+    if !plan::managed_here(job) {
+        return Ok(Action::await_change());
+    }
+    let namespace = job.namespace().ok_or_else(|| Error::NoNamespace {
+        object: job.name_any(),
+    })?;
+    let name = job.name_any();
+    let now = Time(Timestamp::now());
+    let cached = ctx
+        .base
+        .caches
+        .jobsets
+        .get(&ObjectRef::new(&name).within(&namespace));
+    let mut jobset = cached.map(|js| (*js).clone());
+    let mut plan = plan_with(job, jobset.as_ref(), &namespace, &now, ctx).await?;
+    let mut applied = apply(job, &namespace, &plan, ctx).await?;
+    if let Applied::Exists = applied {
+        // The JobSet cache was behind (or the name is someone else's): plan from the apiserver's.
+        jobset = Api::<JobSet>::namespaced(ctx.base.client.clone(), &namespace)
+            .get_opt(&name)
+            .await
+            .map_err(kube_error("getting JobSet", &name))?;
+        plan = plan_with(job, jobset.as_ref(), &namespace, &now, ctx).await?;
+        applied = apply(job, &namespace, &plan, ctx).await?;
+    }
+    match applied {
+        Applied::Done => {}
+        Applied::Refused(reason) => {
+            let unrunnable = plan::invalid(&name, reason);
+            plan = plan::plan(Facts {
+                job,
+                jobset: None,
+                compiled: Some(Err(unrunnable)),
+                now,
+            });
+            apply(job, &namespace, &plan, ctx).await?;
+        }
+        Applied::Exists => return Err(Error::CreateRace { object: name }),
+    }
+    let framework = ctx.runtimes.framework(job);
+    report::report_as(job, &framework, &plan.happened, &ctx.base).await;
+    Ok(match plan.requeue {
+        Some(after) => Action::requeue(after),
+        None => Action::await_change(),
+    })
+}
+
+async fn plan_with(
+    job: &TrainJob,
+    jobset: Option<&JobSet>,
+    namespace: &str,
+    now: &Time,
+    ctx: &TrainJobContext,
+) -> Result<Plan, Error> {
+    let compiled = if plan::needs_compiled(job, jobset) {
+        Some(compile(job, namespace, ctx).await?)
+    } else {
+        None
+    };
+    Ok(plan::plan(Facts {
+        job,
+        jobset,
+        compiled,
+        now: now.clone(),
+    }))
+}
+
+/// The TrainJob compiled against its runtime: the snapshot when the TrainJob has one, else the
+/// runtime as the watch has it (and a snapshot of it to create). A runtime that does not exist
+/// (yet) is an error to retry, not a failure of the TrainJob.
+async fn compile(
+    job: &TrainJob,
+    namespace: &str,
+    ctx: &TrainJobContext,
+) -> Result<Result<Compiled, Unrunnable>, Error> {
+    let name = job.name_any();
+    let (kind, runtime_name) = match trainjob::runtime_ref(job) {
+        Ok(reference) => reference,
+        Err(error) => {
+            return Ok(Err(Unrunnable {
+                reason: RUNTIME_NOT_SUPPORTED,
+                message: format!("TrainJob {name}: {error}"),
+            }));
+        }
+    };
+    let snapshot_name = snapshot::name(&name);
+    let kept = Api::<ConfigMap>::namespaced(ctx.base.client.clone(), namespace)
+        .get_opt(&snapshot_name)
+        .await
+        .map_err(kube_error("getting ConfigMap", &snapshot_name))?
+        .filter(|config_map| snapshot::belongs_to(config_map, job));
+    let (runtime, new_snapshot) = match kept {
+        Some(config_map) => match snapshot::restore(&config_map, kind, runtime_name) {
+            Ok(runtime) => (runtime, None),
+            Err(error) => return Ok(Err(plan::invalid(&name, error))),
+        },
+        None => {
+            let runtime = ctx
+                .runtimes
+                .get(kind, namespace, runtime_name)
+                .ok_or_else(|| Error::RuntimeMissing {
+                    runtime: format!("{kind} {runtime_name}"),
+                    job: format!("{namespace}/{name}"),
+                })?;
+            match snapshot::snapshot(job, &runtime) {
+                Ok(config_map) => (runtime, Some(config_map)),
+                Err(error) => return Ok(Err(plan::invalid(&name, error))),
+            }
+        }
+    };
+    let resolved = Runtime {
+        kind,
+        name: runtime_name,
+        spec: runtime.spec(),
+    };
+    Ok(trainjob::compile_trainjob(job, &resolved)
+        .map(|jobset| Compiled {
+            snapshot: new_snapshot,
+            jobset,
+        })
+        .map_err(|error| plan::invalid(&name, error)))
+}
+
+/// Carries out the plan: the snapshot once, the JobSet, its suspension, the status, the
+/// JobSet's deletion.
+async fn apply(
+    job: &TrainJob,
+    namespace: &str,
+    plan: &Plan,
+    ctx: &TrainJobContext,
+) -> Result<Applied, Error> {
+    let name = job.name_any();
+    let client = &ctx.base.client;
+    let jobsets: Api<JobSet> = Api::namespaced(client.clone(), namespace);
+    if let Some(compiled) = &plan.create {
+        if let Some(config_map) = &compiled.snapshot {
+            apply::create_once(&Api::namespaced(client.clone(), namespace), config_map).await?;
+        }
+        let created = apply::create_jobset(namespace, &compiled.jobset, &ctx.base).await;
+        match apply::created(created)? {
+            Applied::Done => {}
+            other => return Ok(other),
+        }
+    }
+    if let Some(write) = &plan.suspend {
+        apply::suspend(&jobsets, &name, write).await?;
+    }
+    if let Some(status) = &plan.status {
+        let body = serde_json::json!({
+            "apiVersion": TrainJob::api_version(&()),
+            "kind": TrainJob::kind(&()),
+            "status": status,
+        });
+        Api::<TrainJob>::namespaced(client.clone(), namespace)
+            .patch_status(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(body),
+            )
+            .await
+            .map_err(kube_error("patching status of TrainJob", &name))?;
+    }
+    if plan.delete_jobset {
+        jobsets
+            .delete(&name, &DeleteParams::background())
+            .await
+            .map_err(kube_error("deleting JobSet", &name))?;
+    }
+    Ok(Applied::Done)
+}

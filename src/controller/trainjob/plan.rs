@@ -1,0 +1,451 @@
+//! What to do about one TrainJob, decided without I/O (Trainer v2.3.0's reconcile order,
+//! `shared/reference/trainer-v2.md` §2.1, with a finished TrainJob left finished): given the
+//! TrainJob, its JobSet as the cache holds it, the TrainJob compiled when the plan needs it, and
+//! the time, which objects to write, what happened and when to look again.
+
+use std::time::Duration;
+
+use jobset_types::JobSet;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+
+use crate::api::trainer::{TRAINJOB_CONTROLLER, TrainJob, TrainJobStatus};
+use crate::controller::plan::{
+    Happened, INVALID_SPEC, NAME_CONFLICT, SuspendWrite, foreign_holder, name_conflict,
+};
+use crate::status::FAILED;
+use crate::status::trainjob::{self as status, COMPLETE, DEADLINE_EXCEEDED};
+use crate::suspend;
+
+/// Trainer's reason for a `runtimeRef` naming something other than its two runtime kinds.
+pub const RUNTIME_NOT_SUPPORTED: &str = "TrainingRuntimeNotSupported";
+
+/// What a TrainJob compiles to: its runtime snapshot (`None` when it exists already) and JobSet.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    pub snapshot: Option<ConfigMap>,
+    pub jobset: JobSet,
+}
+
+/// Why a TrainJob cannot run, whatever the cluster does: it fails with this reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unrunnable {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// What the controller knows when it plans.
+pub struct Facts<'a> {
+    pub job: &'a TrainJob,
+    /// The JobSet named after the TrainJob, if it exists (whoever owns it).
+    pub jobset: Option<&'a JobSet>,
+    /// The TrainJob compiled, when [`needs_compiled`] says so.
+    pub compiled: Option<Result<Compiled, Unrunnable>>,
+    pub now: Time,
+}
+
+/// What to write, in order: the snapshot and JobSet, the JobSet's suspension, the status, the
+/// JobSet's deletion.
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub create: Option<Compiled>,
+    pub suspend: Option<SuspendWrite>,
+    pub status: Option<TrainJobStatus>,
+    /// Delete the JobSet: the TrainJob ran past its deadline.
+    pub delete_jobset: bool,
+    pub happened: Vec<Happened>,
+    /// When to reconcile again without a change (a deadline); `None` waits for one.
+    pub requeue: Option<Duration>,
+}
+
+/// Whether trainset runs the TrainJob: `managedBy` unset or Trainer's own controller; another
+/// value (MultiKueue's) hands it off.
+pub fn managed_here(job: &TrainJob) -> bool {
+    job.spec
+        .managed_by
+        .as_deref()
+        .is_none_or(|manager| manager == TRAINJOB_CONTROLLER)
+}
+
+fn finished(job: &TrainJob) -> bool {
+    job.status.as_ref().is_some_and(status::is_finished)
+}
+
+/// Whether the plan needs the TrainJob compiled: to create its JobSet, or to resume it with the
+/// TrainJob's current runtime patches (Kueue's node selectors and tolerations).
+pub fn needs_compiled(job: &TrainJob, jobset: Option<&JobSet>) -> bool {
+    if !managed_here(job) || finished(job) {
+        return false;
+    }
+    match jobset {
+        None => true,
+        Some(live) => {
+            foreign_holder(live, job.uid().as_deref()).is_none()
+                && job.spec.suspend != Some(true)
+                && live.spec.suspend == Some(true)
+        }
+    }
+}
+
+/// The plan for one reconcile.
+pub fn plan(facts: Facts<'_>) -> Plan {
+    let job = facts.job;
+    let mut plan = Plan::default();
+    if !managed_here(job) || finished(job) {
+        return plan;
+    }
+    let name = job.name_any();
+    if let Some(holder) = facts
+        .jobset
+        .and_then(|live| foreign_holder(live, job.uid().as_deref()))
+    {
+        let message = name_conflict("TrainJob", &name, &holder);
+        return refuse(job, NAME_CONFLICT, message, &facts.now);
+    }
+    let created = match (facts.jobset, facts.compiled) {
+        (Some(live), compiled) => {
+            match suspend_write(job, live, compiled) {
+                Ok(write) => plan.suspend = write,
+                Err(unrunnable) => {
+                    return refuse(job, unrunnable.reason, unrunnable.message, &facts.now);
+                }
+            }
+            None
+        }
+        (None, Some(Ok(compiled))) => Some(compiled),
+        (None, Some(Err(unrunnable))) => {
+            return refuse(job, unrunnable.reason, unrunnable.message, &facts.now);
+        }
+        (None, None) => return plan,
+    };
+
+    let previous = job.status.clone().unwrap_or_default();
+    let mut next = status::derive(job, facts.jobset, &facts.now);
+    let deadline = status::deadline_left(job, &next, &facts.now);
+    if deadline.is_some_and(|left| left.is_zero()) {
+        let seconds = job.spec.active_deadline_seconds.unwrap_or_default();
+        let message = format!(
+            "TrainJob {name} was active longer than its activeDeadlineSeconds ({seconds}s)"
+        );
+        next = status::fail(next, DEADLINE_EXCEEDED, &message, &facts.now);
+        plan.delete_jobset = facts.jobset.is_some();
+    } else {
+        plan.requeue = deadline.map(|left| left + Duration::from_secs(1));
+    }
+    if let Some(compiled) = created {
+        plan.happened.push(if previous.jobs_status.is_empty() {
+            Happened::Created
+        } else {
+            Happened::Recreated
+        });
+        // A TrainJob that failed before its JobSet existed has none made.
+        if !status::is_finished(&next) {
+            plan.create = Some(compiled);
+        }
+    }
+    transitions(&previous, &next, &mut plan.happened);
+    if status::is_finished(&next) {
+        plan.requeue = None;
+    }
+    plan.status = (next != previous).then_some(next);
+    plan
+}
+
+/// The JobSet's `spec.suspend` follows the TrainJob's: Kueue queues a TrainJob through the
+/// TrainJob itself (its `trainer.kubeflow.org/trainjob` integration), never through the JobSet.
+fn suspend_write(
+    job: &TrainJob,
+    live: &JobSet,
+    compiled: Option<Result<Compiled, Unrunnable>>,
+) -> Result<Option<SuspendWrite>, Unrunnable> {
+    let wanted = job.spec.suspend.unwrap_or(false);
+    let current = live.spec.suspend.unwrap_or(false);
+    Ok(
+        match suspend::change(wanted, current, suspend::Control::Trainset) {
+            None => None,
+            Some(true) => Some(SuspendWrite::Suspend),
+            Some(false) => match compiled {
+                Some(Ok(compiled)) => Some(SuspendWrite::Resume(suspend::resume_patch(
+                    live,
+                    &compiled.jobset,
+                ))),
+                Some(Err(unrunnable)) => return Err(unrunnable),
+                // `fetch` compiles whenever a resume is due.
+                None => None,
+            },
+        },
+    )
+}
+
+/// The TrainJob fails with `reason` for something trainset decided, and waits for a change.
+fn refuse(job: &TrainJob, reason: &str, message: String, now: &Time) -> Plan {
+    let previous = job.status.clone().unwrap_or_default();
+    let next = status::fail(previous.clone(), reason, &message, now);
+    Plan {
+        status: (next != previous).then_some(next),
+        happened: vec![Happened::Refused {
+            reason: reason.to_owned(),
+            message,
+        }],
+        ..Plan::default()
+    }
+}
+
+/// `Complete` and `Failed` as they become true, for events and metrics.
+fn transitions(previous: &TrainJobStatus, next: &TrainJobStatus, happened: &mut Vec<Happened>) {
+    let became = |type_: &str| {
+        let is_true = |s: &TrainJobStatus| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == type_ && c.status == "True")
+                .cloned()
+        };
+        is_true(next).filter(|_| is_true(previous).is_none())
+    };
+    if let Some(c) = became(COMPLETE) {
+        happened.push(Happened::Succeeded {
+            reason: c.reason,
+            message: c.message,
+        });
+    }
+    if let Some(c) = became(FAILED) {
+        happened.push(Happened::Failed {
+            reason: c.reason,
+            message: c.message,
+        });
+    }
+}
+
+/// The TrainJob `name` cannot run as written: it fails as `InvalidSpec`.
+pub fn invalid(name: &str, reason: impl std::fmt::Display) -> Unrunnable {
+    Unrunnable {
+        reason: INVALID_SPEC,
+        message: format!("TrainJob {name} has an invalid spec: {reason}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::jiff::Timestamp;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn at(second: i64) -> Time {
+        Time(Timestamp::from_second(1_800_000_000 + second).expect("time"))
+    }
+
+    fn trainjob(spec: Value, status: Value) -> TrainJob {
+        let mut spec_with_ref = json!({"runtimeRef": {"name": "torch-distributed"}});
+        if let (Some(all), Some(extra)) = (spec_with_ref.as_object_mut(), spec.as_object()) {
+            all.extend(extra.clone());
+        }
+        let mut job = json!({
+            "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "tj", "namespace": "ns", "uid": "tj-uid",
+                         "creationTimestamp": serde_json::to_value(at(0)).expect("time")},
+            "spec": spec_with_ref
+        });
+        if !status.is_null() {
+            job["status"] = status;
+        }
+        serde_json::from_value(job).expect("TrainJob")
+    }
+
+    fn jobset(owner: (&str, &str), suspend: bool, status: Value) -> JobSet {
+        serde_json::from_value(json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "tj", "namespace": "ns", "ownerReferences": [{
+                "apiVersion": "x/v1", "kind": owner.0, "name": "tj", "uid": owner.1, "controller": true
+            }]},
+            "spec": {"suspend": suspend, "replicatedJobs": [{"name": "node", "template": {}}]},
+            "status": status
+        }))
+        .expect("JobSet")
+    }
+
+    fn own(suspend: bool, status: Value) -> JobSet {
+        jobset(("TrainJob", "tj-uid"), suspend, status)
+    }
+
+    fn compiled(suspend: bool) -> Compiled {
+        Compiled {
+            snapshot: Some(ConfigMap::default()),
+            jobset: own(suspend, Value::Null),
+        }
+    }
+
+    fn facts<'a>(
+        job: &'a TrainJob,
+        jobset: Option<&'a JobSet>,
+        compiled: Option<Result<Compiled, Unrunnable>>,
+    ) -> Facts<'a> {
+        Facts {
+            job,
+            jobset,
+            compiled,
+            now: at(100),
+        }
+    }
+
+    fn true_conditions(plan: &Plan) -> Vec<(String, String)> {
+        plan.status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .filter(|c| c.status == "True")
+            .map(|c| (c.type_.clone(), c.reason.clone()))
+            .collect()
+    }
+
+    fn pair(type_: &str, reason: &str) -> (String, String) {
+        (type_.to_owned(), reason.to_owned())
+    }
+
+    #[test]
+    fn a_new_trainjob_gets_its_snapshot_and_jobset() {
+        let job = trainjob(json!({}), Value::Null);
+        assert!(needs_compiled(&job, None));
+        let plan = plan(facts(&job, None, Some(Ok(compiled(false)))));
+        let created = plan.create.expect("created");
+        assert!(created.snapshot.is_some());
+        assert_eq!(plan.happened, [Happened::Created]);
+        // Nothing to say yet: the SDK reads an empty condition list as "not finished".
+        assert!(plan.status.is_none(), "{:?}", plan.status);
+    }
+
+    #[test]
+    fn a_jobset_name_another_job_holds_fails_the_trainjob() {
+        let job = trainjob(json!({}), Value::Null);
+        let theirs = jobset(("PyTorchJob", "py-uid"), false, Value::Null);
+        assert!(!needs_compiled(&job, Some(&theirs)));
+        let plan = plan(facts(&job, Some(&theirs), None));
+        assert!(plan.create.is_none() && plan.suspend.is_none() && !plan.delete_jobset);
+        assert_eq!(true_conditions(&plan), [pair("Failed", NAME_CONFLICT)]);
+        let message = &plan.status.as_ref().expect("status").conditions[0].message;
+        assert!(message.contains("belongs to PyTorchJob tj"), "{message}");
+    }
+
+    #[test]
+    fn a_finished_trainjob_never_gets_its_jobset_back() {
+        let done = json!({"conditions": [{"type": "Complete", "status": "True", "reason": "AllJobsCompleted",
+            "message": "", "lastTransitionTime": serde_json::to_value(at(50)).expect("time")}]});
+        let job = trainjob(json!({}), done);
+        assert!(!needs_compiled(&job, None));
+        let plan = plan(facts(&job, None, None));
+        assert!(plan.create.is_none() && plan.status.is_none() && plan.happened.is_empty());
+    }
+
+    #[test]
+    fn suspending_and_resuming_follow_the_trainjob() {
+        let suspended = trainjob(json!({"suspend": true}), Value::Null);
+        let running = own(false, json!({}));
+        assert!(!needs_compiled(&suspended, Some(&running)));
+        let plan_suspend = plan(facts(&suspended, Some(&running), None));
+        assert_eq!(plan_suspend.suspend, Some(SuspendWrite::Suspend));
+        assert_eq!(
+            true_conditions(&plan_suspend),
+            [pair("Suspended", "Suspended")]
+        );
+
+        let was_suspended = plan_suspend
+            .status
+            .map(|s| serde_json::to_value(s).expect("status"));
+        let resumed = trainjob(json!({"suspend": false}), was_suspended.unwrap_or_default());
+        let parked = own(true, json!({}));
+        assert!(needs_compiled(&resumed, Some(&parked)));
+        let plan_resume = plan(facts(&resumed, Some(&parked), Some(Ok(compiled(false)))));
+        assert!(
+            matches!(plan_resume.suspend, Some(SuspendWrite::Resume(_))),
+            "{:?}",
+            plan_resume.suspend
+        );
+        let suspended_condition = plan_resume
+            .status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .find(|c| c.type_ == "Suspended")
+            .map(|c| (c.status.clone(), c.reason.clone()));
+        assert_eq!(
+            suspended_condition,
+            Some(("False".to_owned(), "Resumed".to_owned()))
+        );
+    }
+
+    #[test]
+    fn a_deadline_fails_the_trainjob_and_deletes_its_jobset() {
+        let job = trainjob(json!({"activeDeadlineSeconds": 60}), Value::Null);
+        let running = own(false, json!({}));
+        let plan = plan(facts(&job, Some(&running), None));
+        assert!(plan.delete_jobset);
+        assert_eq!(true_conditions(&plan), [pair("Failed", DEADLINE_EXCEEDED)]);
+        assert!(plan.requeue.is_none());
+
+        let early = trainjob(json!({"activeDeadlineSeconds": 300}), Value::Null);
+        let waiting = super::plan(facts(&early, Some(&running), None));
+        assert!(!waiting.delete_jobset);
+        assert_eq!(waiting.requeue, Some(Duration::from_secs(201)));
+    }
+
+    #[test]
+    fn a_trainjob_handed_to_multikueue_is_left_alone() {
+        let job = trainjob(
+            json!({"managedBy": "kueue.x-k8s.io/multikueue"}),
+            Value::Null,
+        );
+        assert!(!needs_compiled(&job, None));
+        let plan = plan(facts(&job, None, None));
+        assert!(plan.create.is_none() && plan.status.is_none());
+    }
+
+    #[test]
+    fn what_cannot_run_fails_with_its_reason() {
+        let job = trainjob(json!({}), Value::Null);
+        let unsupported = Unrunnable {
+            reason: RUNTIME_NOT_SUPPORTED,
+            message: "no such kind".to_owned(),
+        };
+        let plan_unsupported = plan(facts(&job, None, Some(Err(unsupported))));
+        assert!(plan_unsupported.create.is_none());
+        assert_eq!(
+            true_conditions(&plan_unsupported),
+            [pair("Failed", RUNTIME_NOT_SUPPORTED)]
+        );
+        let plan_invalid = plan(facts(&job, None, Some(Err(invalid("tj", "spec.x: bad")))));
+        assert_eq!(
+            plan_invalid.happened,
+            [Happened::Refused {
+                reason: INVALID_SPEC.to_owned(),
+                message: "TrainJob tj has an invalid spec: spec.x: bad".to_owned()
+            }]
+        );
+    }
+
+    #[test]
+    fn a_completed_jobset_completes_the_trainjob_once() {
+        let job = trainjob(json!({}), Value::Null);
+        let completed = own(
+            false,
+            json!({"conditions": [{"type": "Completed", "status": "True", "reason": "AllJobsCompleted",
+                "message": "jobset completed successfully", "lastTransitionTime": serde_json::to_value(at(90)).expect("time")}],
+                   "replicatedJobsStatus": [{"name": "node", "ready": 0, "succeeded": 2, "failed": 0, "active": 0, "suspended": 0}]}),
+        );
+        let plan = plan(facts(&job, Some(&completed), None));
+        assert_eq!(
+            true_conditions(&plan),
+            [pair("Complete", "AllJobsCompleted")]
+        );
+        assert_eq!(
+            plan.happened,
+            [Happened::Succeeded {
+                reason: "AllJobsCompleted".to_owned(),
+                message: "jobset completed successfully".to_owned()
+            }]
+        );
+        let status = plan.status.expect("status");
+        assert_eq!(status.jobs_status[0].succeeded, 2);
+        let again = trainjob(json!({}), serde_json::to_value(&status).expect("status"));
+        let second = super::plan(facts(&again, Some(&completed), None));
+        assert!(second.status.is_none() && second.happened.is_empty());
+    }
+}
