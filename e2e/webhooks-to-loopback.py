@@ -11,6 +11,9 @@ CA_FILE as caBundle, prefixes each configuration name with NAME_PREFIX, and prin
 JSON documents (one per line) on standard output. KEEP, a comma-separated list of webhook names,
 drops every other webhook (a controller serving only some integrations should not sit in the
 path of every pod or Job the apiserver admits).
+
+With EXEMPT_LABEL set in the environment, a webhook without an object selector skips objects
+carrying that label: a test can then create an object as on a cluster without that controller.
 """
 
 import base64
@@ -77,6 +80,11 @@ def main():
         for hook in doc.get("webhooks", []):
             path = hook["clientConfig"]["service"].get("path", "/")
             hook["clientConfig"] = {"url": base_url.rstrip("/") + path, "caBundle": ca_bundle}
+            exempt = os.environ.get("EXEMPT_LABEL")
+            if exempt and "objectSelector" not in hook:
+                hook["objectSelector"] = {
+                    "matchExpressions": [{"key": exempt, "operator": "DoesNotExist"}]
+                }
         print(json.dumps(doc))
 
 

@@ -299,8 +299,36 @@ pub async fn install_crds(client: &Client) {
             names.push(name);
         }
     }
-    assert_eq!(names.len(), 6, "six CRDs under crds/");
+    let built = trainset::crds::all().unwrap_or_else(|e| panic!("building the CRDs: {e}"));
+    assert_eq!(
+        names.len(),
+        built.len(),
+        "crds/ holds every CRD trainset serves"
+    );
     wait_established(client, &names).await;
+}
+
+/// Applies `deploy/runtimes/` (the runtimes trainset ships and the SDK's public ConfigMap), as
+/// `kubectl apply --server-side -k deploy/runtimes` would.
+pub async fn install_runtimes(client: &Client) {
+    let dir = repo_root().join("deploy/runtimes");
+    let kustomization = std::fs::read_to_string(dir.join("kustomization.yaml"))
+        .unwrap_or_else(|e| panic!("deploy/runtimes/kustomization.yaml: {e}"));
+    let resources = yaml_documents(&kustomization)
+        .first()
+        .map(|k| k["resources"].clone())
+        .unwrap_or_default();
+    for file in resources.as_array().into_iter().flatten() {
+        let file = file.as_str().unwrap_or_default();
+        let text = std::fs::read_to_string(dir.join(file))
+            .unwrap_or_else(|e| panic!("deploy/runtimes/{file}: {e}"));
+        for object in yaml_documents(&text) {
+            let namespace = object["metadata"]["namespace"].as_str();
+            apply(client, &object, namespace)
+                .await
+                .unwrap_or_else(|e| panic!("applying {file}: {e}"));
+        }
+    }
 }
 
 /// Waits until each named CRD is established (its kinds are served).

@@ -1,0 +1,528 @@
+//! TrainJobs (Kubeflow Trainer v2's API) under trainset on the local control plane: the shipped
+//! runtimes run to `Complete`, a failing pod fails the TrainJob, suspend and resume, the
+//! deadline, a finished TrainJob whose JobSet is deleted stays finished, a JobSet name a
+//! PyTorchJob holds, a runtime that appears after its TrainJob, and Kueue's TrainJob
+//! integration (quota, preemption).
+
+use std::time::Duration;
+
+use jobset_types::JobSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use trainset_e2e::{
+    COMPLETE_DELAY, TestNamespace, apply, client, condition, create, delay, dynamic_api, http_get,
+    install_crds, install_runtimes, operator, status, wait_event, wait_for, wait_state,
+};
+
+const TRAINER_API: &str = "trainer.kubeflow.org/v1alpha1";
+
+async fn setup(prefix: &str) -> (Client, TestNamespace) {
+    let client = client().await;
+    install_crds(&client).await;
+    install_runtimes(&client).await;
+    operator::ensure(&client).await;
+    let ns = TestNamespace::create(&client, prefix).await;
+    (client, ns)
+}
+
+/// A runtime patch giving the `node` pods `metadata` (KWOK reads its stages from it).
+fn pod_metadata_patch(metadata: Value) -> Value {
+    json!({"manager": "trainset.io/e2e", "trainingRuntimeSpec": {"template": {"spec": {
+        "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"metadata": metadata}}}}]
+    }}}})
+}
+
+/// A TrainJob on `torch-distributed` with `nodes` nodes whose pods run as `pods` says.
+fn trainjob(name: &str, nodes: i32, pods: Value, extra: Value) -> Value {
+    let mut spec = json!({
+        "runtimeRef": {"name": "torch-distributed"},
+        "trainer": {"numNodes": nodes, "resourcesPerNode": {"requests": {"cpu": "1"}}},
+        "runtimePatches": [pod_metadata_patch(pods)]
+    });
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    json!({"apiVersion": TRAINER_API, "kind": "TrainJob", "metadata": {"name": name}, "spec": spec})
+}
+
+/// A TrainingRuntime `name` of the torch policy: one `node` replicated job whose Jobs have
+/// `backoff_limit` and whose pods restart `restart_policy`.
+fn runtime(name: &str, backoff_limit: i32, restart_policy: &str) -> Value {
+    json!({"apiVersion": TRAINER_API, "kind": "TrainingRuntime",
+    "metadata": {"name": name, "labels": {"trainer.kubeflow.org/framework": "torch"}},
+    "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": [{
+        "name": "node",
+        "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+            "spec": {"backoffLimit": backoff_limit, "template": {"spec": {
+                "restartPolicy": restart_policy,
+                "containers": [{"name": "node", "image": "busybox"}]}}}}
+    }]}}}})
+}
+
+/// Waits until condition `type_` of the TrainJob is True; fails at once if it fails instead
+/// (unless `Failed` is what it waits for).
+async fn wait_condition(
+    api: &Api<DynamicObject>,
+    name: &str,
+    type_: &str,
+    limit: Duration,
+) -> Value {
+    wait_for(limit, &format!("TrainJob {name} to be {type_}"), || async {
+        let status = status(&api.get(name).await.ok()?);
+        if type_ != "Failed" {
+            assert_ne!(condition(&status, "Failed")["status"], "True", "{status}");
+        }
+        (condition(&status, type_)["status"] == "True").then_some(status)
+    })
+    .await
+}
+
+fn jobsets(client: &Client, ns: &str) -> Api<JobSet> {
+    Api::namespaced(client.clone(), ns)
+}
+
+async fn pods_of(client: &Client, ns: &str, jobset: &str) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let selector = format!("jobset.sigs.k8s.io/jobset-name={jobset}");
+    pods.list(&ListParams::default().labels(&selector))
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect()
+}
+
+/// How many TrainJob reconciles the shared operator has finished, from its metrics.
+async fn trainjob_reconciles() -> u64 {
+    let (_, metrics) = http_get(&operator::metrics_address(), "/metrics")
+        .await
+        .expect("the shared operator's metrics");
+    metrics
+        .lines()
+        .find(|line| {
+            line.starts_with("trainset_reconcile_duration_seconds_count")
+                && line.contains("framework=\"trainjob\"")
+        })
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Changes the TrainJob's spec (its generation) and waits until the operator reconciled at least
+/// once more: whatever it would do about the TrainJob, it has decided by then.
+async fn touch_and_wait_for_a_reconcile(api: &Api<DynamicObject>, name: &str) {
+    let before = trainjob_reconciles().await;
+    let patch = json!({"spec": {"activeDeadlineSeconds": 86_400}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("touching the TrainJob");
+    wait_for(Duration::from_secs(30), "a TrainJob reconcile", || async {
+        (trainjob_reconciles().await > before).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_trainjob_on_a_shipped_runtime_completes() {
+    let (client, ns) = setup("tj-complete").await;
+    let api = create(
+        &client,
+        &ns.name,
+        &trainjob("smoke", 2, delay(2), json!({})),
+    )
+    .await;
+    let done = wait_condition(&api, "smoke", "Complete", Duration::from_secs(120)).await;
+    assert_eq!(
+        condition(&done, "Complete")["reason"],
+        "AllJobsCompleted",
+        "{done}"
+    );
+    assert_eq!(
+        done["jobsStatus"],
+        json!([{"name": "node", "ready": 0, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}]),
+        "{done}"
+    );
+    // The JobSet is the TrainJob's, with the runtime's shape and both nodes.
+    let jobset = jobsets(&client, &ns.name)
+        .get("smoke")
+        .await
+        .expect("JobSet");
+    let owner = &jobset.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.controller),
+        ("TrainJob", Some(true))
+    );
+    let node = &jobset.spec.replicated_jobs[0];
+    assert_eq!(node.name, "node");
+    assert_eq!(
+        node.template.spec.as_ref().and_then(|s| s.parallelism),
+        Some(2)
+    );
+    // The runtime it started from is kept beside it.
+    let snapshots: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let snapshot = snapshots
+        .get("smoke-runtime-snapshot")
+        .await
+        .expect("snapshot");
+    let text = snapshot
+        .data
+        .unwrap_or_default()
+        .remove("runtime")
+        .unwrap_or_default();
+    assert!(text.contains("name: torch-distributed"), "{text}");
+    trainset_e2e::wait_event(&client, &ns.name, "smoke", "Normal", "JobSetCreated").await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_failing_node_fails_the_trainjob() {
+    let (client, ns) = setup("tj-fail").await;
+    let failing = json!({
+        "labels": {"pod-container-running-failed.stage.kwok.x-k8s.io": "true"},
+        "annotations": {"pod-container-running-failed.stage.kwok.x-k8s.io/exit-code": "1", COMPLETE_DELAY: "60s"}
+    });
+    apply(&client, &runtime("fail-fast", 0, "Never"), Some(&ns.name))
+        .await
+        .expect("the runtime");
+    let mut job = trainjob("broken", 1, failing, json!({}));
+    job["spec"]["runtimeRef"] = json!({"name": "fail-fast", "kind": "TrainingRuntime"});
+    let api = create(&client, &ns.name, &job).await;
+    let failed = wait_condition(&api, "broken", "Failed", Duration::from_secs(120)).await;
+    // The JobSet's condition, copied whole (JobSet's reason and message).
+    assert_eq!(
+        condition(&failed, "Failed")["reason"],
+        "FailedJobs",
+        "{failed}"
+    );
+    wait_event(&client, &ns.name, "broken", "Warning", "FailedJobs").await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_suspended_trainjob_runs_nothing_until_resumed() {
+    let (client, ns) = setup("tj-suspend").await;
+    let api = create(
+        &client,
+        &ns.name,
+        &trainjob("parked", 2, delay(2), json!({"suspend": true})),
+    )
+    .await;
+    let suspended = wait_condition(&api, "parked", "Suspended", Duration::from_secs(30)).await;
+    assert_eq!(condition(&suspended, "Suspended")["reason"], "Suspended");
+    let jobset = wait_for(Duration::from_secs(30), "the suspended JobSet", || async {
+        jobsets(&client, &ns.name)
+            .get_opt("parked")
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
+    assert_eq!(jobset.spec.suspend, Some(true));
+    assert!(pods_of(&client, &ns.name, "parked").await.is_empty());
+
+    let resume = json!({"spec": {"suspend": false}});
+    api.patch("parked", &PatchParams::default(), &Patch::Merge(&resume))
+        .await
+        .expect("resuming");
+    let done = wait_condition(&api, "parked", "Complete", Duration::from_secs(120)).await;
+    assert_eq!(condition(&done, "Suspended")["status"], "False", "{done}");
+    assert_eq!(condition(&done, "Suspended")["reason"], "Resumed", "{done}");
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_trainjob_past_its_deadline_fails_and_its_jobset_goes() {
+    let (client, ns) = setup("tj-deadline").await;
+    let api = create(
+        &client,
+        &ns.name,
+        &trainjob("late", 1, delay(600), json!({"activeDeadlineSeconds": 3})),
+    )
+    .await;
+    let failed = wait_condition(&api, "late", "Failed", Duration::from_secs(60)).await;
+    assert_eq!(
+        condition(&failed, "Failed")["reason"],
+        "DeadlineExceeded",
+        "{failed}"
+    );
+    wait_for(
+        Duration::from_secs(60),
+        "the JobSet to be deleted",
+        || async {
+            let gone = jobsets(&client, &ns.name)
+                .get_opt("late")
+                .await
+                .ok()?
+                .is_none();
+            gone.then_some(())
+        },
+    )
+    .await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_finished_trainjob_stays_finished_when_its_jobset_is_deleted() {
+    let (client, ns) = setup("tj-terminal").await;
+    let api = create(&client, &ns.name, &trainjob("done", 1, delay(1), json!({}))).await;
+    let done = wait_condition(&api, "done", "Complete", Duration::from_secs(120)).await;
+    // Trainer v2.3.0 makes the JobSet again here and runs the job twice (kubeflow/trainer#3737).
+    jobsets(&client, &ns.name)
+        .delete("done", &DeleteParams::foreground())
+        .await
+        .expect("deleting the JobSet");
+    wait_for(
+        Duration::from_secs(60),
+        "the JobSet to be deleted",
+        || async {
+            let gone = jobsets(&client, &ns.name)
+                .get_opt("done")
+                .await
+                .ok()?
+                .is_none();
+            gone.then_some(())
+        },
+    )
+    .await;
+    touch_and_wait_for_a_reconcile(&api, "done").await;
+    assert!(
+        jobsets(&client, &ns.name)
+            .get_opt("done")
+            .await
+            .expect("JobSet")
+            .is_none()
+    );
+    let after = status(&api.get("done").await.expect("TrainJob"));
+    assert_eq!(after["conditions"], done["conditions"], "{after}");
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_trainjob_named_like_a_pytorchjob_fails_with_the_reason() {
+    let (client, ns) = setup("tj-conflict").await;
+    let pod = json!({"metadata": delay(60), "spec": {"containers": [{"name": "pytorch", "image": "busybox"}]}});
+    let pytorch = json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "shared"},
+        "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": pod}}}});
+    let v1 = create(&client, &ns.name, &pytorch).await;
+    wait_state(&v1, "shared", "Running", Duration::from_secs(60)).await;
+    let api = create(
+        &client,
+        &ns.name,
+        &trainjob("shared", 1, delay(1), json!({})),
+    )
+    .await;
+    let failed = wait_condition(&api, "shared", "Failed", Duration::from_secs(60)).await;
+    let reason = &condition(&failed, "Failed");
+    assert_eq!(reason["reason"], "JobSetNameConflict", "{failed}");
+    assert!(
+        reason["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("belongs to PyTorchJob shared"),
+        "{failed}"
+    );
+    wait_event(&client, &ns.name, "shared", "Warning", "JobSetNameConflict").await;
+    // The PyTorchJob keeps its JobSet and runs on.
+    let jobset = jobsets(&client, &ns.name)
+        .get("shared")
+        .await
+        .expect("JobSet");
+    assert_eq!(jobset.owner_references()[0].kind, "PyTorchJob");
+    assert_eq!(
+        status(&v1.get("shared").await.expect("PyTorchJob"))["state"],
+        "Running"
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_trainjob_waits_for_a_runtime_that_appears_later() {
+    let (client, ns) = setup("tj-later").await;
+    let mut job = trainjob("early", 1, delay(1), json!({}));
+    job["spec"]["runtimeRef"] = json!({"name": "later", "kind": "TrainingRuntime"});
+    // Kueue's TrainJob webhook refuses a TrainJob whose runtime does not exist (it reads the
+    // runtime for topology-aware scheduling), so this one is created as on a cluster without
+    // Kueue (e2e/cluster exempts the label from Kueue's webhooks).
+    job["metadata"]["labels"] = json!({"trainset.io/e2e-without-kueue": "true"});
+    let api = create(&client, &ns.name, &job).await;
+    wait_event(
+        &client,
+        &ns.name,
+        "early",
+        "Warning",
+        "TrainingRuntimeNotFound",
+    )
+    .await;
+    let waiting = status(&api.get("early").await.expect("TrainJob"));
+    assert!(
+        waiting["conditions"].as_array().is_none_or(Vec::is_empty),
+        "{waiting}"
+    );
+
+    apply(&client, &runtime("later", 6, "OnFailure"), Some(&ns.name))
+        .await
+        .expect("the runtime");
+    wait_condition(&api, "early", "Complete", Duration::from_secs(60)).await;
+    ns.delete().await;
+}
+
+/// Kueue's `trainer.kubeflow.org/trainjob` integration: Kueue suspends a queued TrainJob at
+/// creation, holds it without quota, and admits it once there is; its flavor's node selector
+/// reaches the pods through Kueue's runtime patch. Then a higher-priority TrainJob preempts it.
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn kueue_queues_a_trainjob_and_preempts_it() {
+    let (client, ns) = setup("tj-kueue").await;
+    let flavor = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+        "metadata": {"name": "trainset-e2e-kwok"}, "spec": {"nodeLabels": {"type": "kwok"}}});
+    let low = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+        "metadata": {"name": "trainset-e2e-low"}, "value": 10});
+    let high = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+        "metadata": {"name": "trainset-e2e-high"}, "value": 1000});
+    let quota = |cpu: &str| {
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": ns.name},
+            "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns.name}},
+                     "preemption": {"withinClusterQueue": "LowerPriority"},
+                     "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                         {"name": "trainset-e2e-kwok", "resources": [{"name": "cpu", "nominalQuota": cpu}]}]}]}})
+    };
+    let local_queue = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        "metadata": {"name": "training"}, "spec": {"clusterQueue": ns.name}});
+    for object in [&flavor, &low, &high, &quota("0")] {
+        apply(&client, object, None).await.expect("Kueue object");
+    }
+    apply(&client, &local_queue, Some(&ns.name))
+        .await
+        .expect("LocalQueue");
+    let queued = |name: &str, priority: &str, seconds: u32| {
+        let mut job = trainjob(name, 2, delay(seconds), json!({}));
+        job["metadata"]["labels"] = json!({"kueue.x-k8s.io/queue-name": "training",
+                                           "kueue.x-k8s.io/priority-class": priority});
+        job
+    };
+
+    // Held: Kueue's webhook suspended it and added its own (empty) runtime patch.
+    let api = create(&client, &ns.name, &queued("first", "trainset-e2e-low", 600)).await;
+    wait_condition(&api, "first", "Suspended", Duration::from_secs(30)).await;
+    let object = api.get("first").await.expect("TrainJob");
+    let managers: Vec<&str> = object.data["spec"]["runtimePatches"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["manager"].as_str())
+        .collect();
+    assert!(managers.contains(&"kueue.x-k8s.io/manager"), "{managers:?}");
+    let workloads = dynamic_api(
+        &client,
+        &json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload"}),
+        Some(&ns.name),
+    );
+    let workload = wait_for(
+        Duration::from_secs(30),
+        "the TrainJob's Workload",
+        || async {
+            let list = workloads.list(&ListParams::default()).await.ok()?;
+            list.items.into_iter().find(|w| {
+                w.owner_references()
+                    .iter()
+                    .any(|o| o.kind == "TrainJob" && o.name == "first")
+            })
+        },
+    )
+    .await;
+    let jobset = wait_for(Duration::from_secs(30), "the suspended JobSet", || async {
+        jobsets(&client, &ns.name)
+            .get_opt("first")
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
+    assert_eq!(jobset.spec.suspend, Some(true));
+    assert!(pods_of(&client, &ns.name, "first").await.is_empty());
+
+    // Quota for exactly one job of two 1-CPU nodes: admitted, on the flavor's nodes.
+    apply(&client, &quota("2"), None).await.expect("quota");
+    wait_for(
+        Duration::from_secs(60),
+        "the first TrainJob's pods to run",
+        || async {
+            let pods = pods_of(&client, &ns.name, "first").await;
+            (pods.len() == 2).then_some(())
+        },
+    )
+    .await;
+    let running = jobsets(&client, &ns.name)
+        .get("first")
+        .await
+        .expect("JobSet");
+    let pod = running.spec.replicated_jobs[0]
+        .template
+        .spec
+        .as_ref()
+        .map(|s| &s.template);
+    let selector = pod
+        .and_then(|p| p.spec.as_ref())
+        .and_then(|s| s.node_selector.clone());
+    assert_eq!(
+        selector.and_then(|s| s.get("type").cloned()).as_deref(),
+        Some("kwok"),
+        "Kueue's flavor reached the pods"
+    );
+    let admitted = status(&api.get("first").await.expect("TrainJob"));
+    assert_eq!(
+        condition(&admitted, "Suspended")["reason"],
+        "Resumed",
+        "{admitted}"
+    );
+
+    // A higher priority takes the quota: the first is suspended, its pods go, the second runs.
+    let second = create(&client, &ns.name, &queued("second", "trainset-e2e-high", 2)).await;
+    wait_for(
+        Duration::from_secs(60),
+        "the first TrainJob to be preempted",
+        || async {
+            let status = status(&api.get("first").await.ok()?);
+            (condition(&status, "Suspended")["status"] == "True").then_some(())
+        },
+    )
+    .await;
+    wait_for(
+        Duration::from_secs(60),
+        "the first TrainJob's pods to go",
+        || async {
+            pods_of(&client, &ns.name, "first")
+                .await
+                .is_empty()
+                .then_some(())
+        },
+    )
+    .await;
+    wait_condition(&second, "second", "Complete", Duration::from_secs(120)).await;
+    // Admitted again, the first runs once more and its Workload is admitted.
+    wait_for(
+        Duration::from_secs(120),
+        "the first TrainJob to run again",
+        || async {
+            let pods = pods_of(&client, &ns.name, "first").await;
+            (pods.len() == 2).then_some(())
+        },
+    )
+    .await;
+    let workload = workloads.get(&workload.name_any()).await.expect("Workload");
+    assert_eq!(condition(&status(&workload), "Admitted")["status"], "True");
+    let _ = dynamic_api(&client, &quota("0"), None)
+        .delete(&ns.name, &DeleteParams::background())
+        .await;
+    ns.delete().await;
+}
