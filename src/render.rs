@@ -232,9 +232,16 @@ fn render_trainjob(
                 format!("no {kind} {runtime_name:?} among the runtimes given (--runtime FILE)"),
             ))
         })?;
-    let jobset = trainjob::compile_trainjob(&job, &runtime).map_err(refused)?;
-    let object = serde_json::to_value(jobset).map_err(|e| RenderError::Output(e.to_string()))?;
-    Ok(vec![object])
+    // Only an MPI runtime needs a key, as for an MPIJob.
+    let key = if trainjob::uses_ssh(runtime.spec) {
+        Some(SshKeyPair::generate()?)
+    } else {
+        None
+    };
+    trainjob::compile_trainjob(&job, &runtime, key.as_ref())
+        .map_err(refused)?
+        .objects()
+        .map_err(|e| RenderError::Output(e.to_string()))
 }
 
 fn render_one(

@@ -3,7 +3,7 @@ against trainset on the local control plane: every call a user of the v1 operato
 each of the five kubeflow.org/v1 kinds the SDK and trainset share, plus the assertions of the
 SDK's own e2e tests (training-operator v1.9.4, sdk/python/test/e2e) in our words.
 
-Run by e2e/sdk/run, which makes the venv, starts trainset and sets KUBECONFIG.
+Run by e2e/sdk/run training, which makes the venv, starts trainset and sets KUBECONFIG.
 """
 
 import time

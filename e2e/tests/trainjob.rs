@@ -180,6 +180,41 @@ async fn a_trainjob_on_a_shipped_runtime_completes() {
 
 #[tokio::test]
 #[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_trainjob_on_an_mpi_runtime_completes_with_its_hostfile_and_key() {
+    let (client, ns) = setup("tj-mpi").await;
+    let job = json!({"apiVersion": TRAINER_API, "kind": "TrainJob", "metadata": {"name": "mpi"},
+        "spec": {"runtimeRef": {"name": "deepspeed-distributed"},
+                 "trainer": {"numNodes": 3, "command": ["mpirun", "--hostfile", "/etc/mpi/hostfile", "true"]}}});
+    let api = create(&client, &ns.name, &job).await;
+    let done = wait_condition(&api, "mpi", "Complete", Duration::from_secs(120)).await;
+    let names: Vec<&str> = done["jobsStatus"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|j| j["name"].as_str())
+        .collect();
+    assert_eq!(names, ["node", "launcher"], "{done}");
+    // Three nodes: the launcher and two `node` pods, all in the hostfile.
+    let hostfiles: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let hostfile = hostfiles.get("mpi-mpi-hostfile").await.expect("hostfile");
+    assert_eq!(
+        hostfile
+            .data
+            .unwrap_or_default()
+            .remove("hostfile")
+            .unwrap_or_default(),
+        "mpi-node-0-0.mpi slots=1\nmpi-node-0-1.mpi slots=1\nmpi-launcher-0-0.mpi slots=1\n"
+    );
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), &ns.name);
+    let secret = secrets.get("mpi-mpi-ssh-auth").await.expect("SSH Secret");
+    assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/ssh-auth"));
+    assert_eq!(secret.owner_references()[0].kind, "TrainJob");
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
 async fn a_failing_node_fails_the_trainjob() {
     let (client, ns) = setup("tj-fail").await;
     let failing = json!({
@@ -363,6 +398,25 @@ async fn a_trainjob_waits_for_a_runtime_that_appears_later() {
         "TrainingRuntimeNotFound",
     )
     .await;
+    // Each retry counts on the one event (as client-go does), with the times clients read.
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &ns.name);
+    let counted = wait_for(
+        Duration::from_secs(30),
+        "a retry counted on the event",
+        || async {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            let not_found: Vec<_> = list
+                .items
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some("TrainingRuntimeNotFound"))
+                .collect();
+            assert_eq!(not_found.len(), 1, "{not_found:?}");
+            not_found.into_iter().find(|e| e.count.unwrap_or(0) >= 2)
+        },
+    )
+    .await;
+    assert!(counted.first_timestamp.is_some() && counted.last_timestamp.is_some());
+    assert_eq!(counted.involved_object.kind.as_deref(), Some("TrainJob"));
     let waiting = status(&api.get("early").await.expect("TrainJob"));
     assert!(
         waiting["conditions"].as_array().is_none_or(Vec::is_empty),

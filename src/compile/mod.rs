@@ -78,9 +78,11 @@ impl CompileError {
 #[derive(Clone, Debug)]
 pub struct Compiled {
     pub jobset: JobSet,
-    /// MPIJob only: `<name>-config` with the hostfile and `discover_hosts.sh`.
+    /// MPI only: an MPIJob's `<name>-config` (hostfile and `discover_hosts.sh`), a TrainJob's
+    /// `<name>-mpi-hostfile`.
     pub config_map: Option<ConfigMap>,
-    /// MPIJob only: `<name>-ssh`, type `kubernetes.io/ssh-auth`.
+    /// MPI only: `<name>-ssh` (MPIJob) or `<name>-mpi-ssh-auth` (TrainJob), type
+    /// `kubernetes.io/ssh-auth`.
     pub secret: Option<Secret>,
 }
 

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, EnvVar, KeyToPath, PodSpec, Secret, SecretVolumeSource,
     Volume, VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{
     CompileError, Context, Framework, Group, JOB_NAME, JOB_ROLE, MANAGED_BY, Options, Success,
@@ -17,9 +18,10 @@ use super::{
 use crate::api::{LauncherCreationPolicy, MPIImplementation, MPIJob, RestartPolicy};
 
 const CONFIG_MOUNT: &str = "/etc/mpi";
-const HOSTFILE: &str = "/etc/mpi/hostfile";
+/// Where both MPI families mount the hostfile.
+pub(crate) const HOSTFILE: &str = "/etc/mpi/hostfile";
 const DEFAULT_SSH_PATH: &str = "/root/.ssh";
-const SSH_ARGS: &str = "-o ConnectionAttempts=10";
+pub(crate) const SSH_ARGS: &str = "-o ConnectionAttempts=10";
 const SSH_VOLUME: &str = "ssh-auth";
 const CONFIG_VOLUME: &str = "mpi-job-config";
 
@@ -45,6 +47,30 @@ impl SshKeyPair {
         })
     }
 }
+
+/// The immutable `kubernetes.io/ssh-auth` Secret holding `key`, as both MPI families make it.
+pub(crate) fn ssh_auth_secret(metadata: ObjectMeta, key: &SshKeyPair) -> Secret {
+    Secret {
+        metadata,
+        type_: Some("kubernetes.io/ssh-auth".to_owned()),
+        immutable: Some(true),
+        data: Some(BTreeMap::from([
+            (
+                SSH_PRIVATE_KEY.to_owned(),
+                ByteString(key.private_key.clone().into_bytes()),
+            ),
+            (
+                SSH_PUBLIC_KEY.to_owned(),
+                ByteString(key.public_key.clone().into_bytes()),
+            ),
+        ])),
+        ..Default::default()
+    }
+}
+
+/// The keys of an ssh-auth Secret.
+pub(crate) const SSH_PRIVATE_KEY: &str = "ssh-privatekey";
+pub(crate) const SSH_PUBLIC_KEY: &str = "ssh-publickey";
 
 pub struct Mpi;
 
@@ -181,9 +207,9 @@ impl Framework for Mpi {
                 // owned by the user, as mpi-operator does.
                 default_mode: (ssh_path == DEFAULT_SSH_PATH).then_some(0o600),
                 items: Some(vec![
-                    item("ssh-privatekey", "id_rsa", None),
-                    item("ssh-publickey", "id_rsa.pub", None),
-                    item("ssh-publickey", "authorized_keys", None),
+                    item(SSH_PRIVATE_KEY, "id_rsa", None),
+                    item(SSH_PUBLIC_KEY, "id_rsa.pub", None),
+                    item(SSH_PUBLIC_KEY, "authorized_keys", None),
                 ]),
                 ..Default::default()
             }),
@@ -270,23 +296,8 @@ impl Framework for Mpi {
             ])),
             ..Default::default()
         };
-        let secret = Secret {
-            metadata: ctx.owner.object_meta(format!("{}-ssh", ctx.name()), labels),
-            type_: Some("kubernetes.io/ssh-auth".to_owned()),
-            immutable: Some(true),
-            data: Some(BTreeMap::from([
-                (
-                    "ssh-privatekey".to_owned(),
-                    ByteString(key.private_key.clone().into_bytes()),
-                ),
-                (
-                    "ssh-publickey".to_owned(),
-                    ByteString(key.public_key.clone().into_bytes()),
-                ),
-            ])),
-            ..Default::default()
-        };
-        Ok((Some(config_map), Some(secret)))
+        let metadata = ctx.owner.object_meta(format!("{}-ssh", ctx.name()), labels);
+        Ok((Some(config_map), Some(ssh_auth_secret(metadata, key))))
     }
 }
 

@@ -108,20 +108,6 @@ pub(super) fn created(result: Result<(), Error>) -> Result<Applied, Error> {
     }
 }
 
-/// Creates `jobset`.
-pub(super) async fn create_jobset(
-    namespace: &str,
-    jobset: &JobSet,
-    ctx: &Context,
-) -> Result<(), Error> {
-    let name = jobset.name_any();
-    Api::<JobSet>::namespaced(ctx.client.clone(), namespace)
-        .create(&post_params(), jobset)
-        .await
-        .map_err(kube_error("creating JobSet", &name))?;
-    Ok(())
-}
-
 fn conflict(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 409)
 }
@@ -134,7 +120,11 @@ fn post_params() -> PostParams {
 }
 
 /// Creates the auxiliary objects once, then the JobSet.
-async fn create(namespace: &str, compiled: &Compiled, ctx: &Context) -> Result<(), Error> {
+pub(super) async fn create(
+    namespace: &str,
+    compiled: &Compiled,
+    ctx: &Context,
+) -> Result<(), Error> {
     if let Some(config_map) = &compiled.config_map {
         let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
         create_once(&api, config_map).await?;
@@ -143,7 +133,12 @@ async fn create(namespace: &str, compiled: &Compiled, ctx: &Context) -> Result<(
         let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
         create_once(&api, secret).await?;
     }
-    create_jobset(namespace, &compiled.jobset, ctx).await
+    let name = compiled.jobset.name_any();
+    Api::<JobSet>::namespaced(ctx.client.clone(), namespace)
+        .create(&post_params(), &compiled.jobset)
+        .await
+        .map_err(kube_error("creating JobSet", &name))?;
+    Ok(())
 }
 
 /// Creates `object` unless it exists: auxiliary objects are written once and never updated.

@@ -151,8 +151,8 @@ async fn ssh_key<K: Served>(job: &K, namespace: &str, ctx: &Context) -> Result<S
     };
     if let Some(secret) = existing
         && let (Some(private_key), Some(public_key)) = (
-            text(&secret, "ssh-privatekey"),
-            text(&secret, "ssh-publickey"),
+            text(&secret, crate::compile::mpi::SSH_PRIVATE_KEY),
+            text(&secret, crate::compile::mpi::SSH_PUBLIC_KEY),
         )
     {
         return Ok(SshKeyPair {

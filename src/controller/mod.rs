@@ -8,6 +8,7 @@
 
 mod apply;
 mod caches;
+mod events;
 mod fetch;
 mod plan;
 mod report;
@@ -26,7 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Client, ResourceExt};
@@ -77,9 +78,12 @@ impl Error {
     }
 }
 
-/// The apiserver refused a request for what it contains, so sending it again cannot help.
+/// The apiserver refused a request for what it contains, so sending it again cannot help. An
+/// admission webhook's denial is not that, whatever its code: webhooks deny for the moment
+/// (Kueue's JobSet webhook, until its cache has the job), so it is retried.
 fn refused_content(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if matches!(status.code, 400 | 413 | 422))
+    matches!(error, kube::Error::Api(status)
+        if matches!(status.code, 400 | 413 | 422) && !status.message.starts_with("admission webhook "))
 }
 
 fn kube_error(
@@ -98,7 +102,7 @@ struct Context {
     client: Client,
     /// trainset's JobSets and Jobs, from the process's one watch of each.
     caches: caches::Caches,
-    recorder: Recorder,
+    recorder: events::Recorder,
     metrics: Arc<Metrics>,
     /// v1's `CUSTOM_CLUSTER_DOMAIN`, for TF_CONFIG.
     cluster_domain: Option<String>,
@@ -182,12 +186,8 @@ pub async fn run(
         tracing::warn!("{}", labels.message());
     }
     let mut watches = caches::Watches::new();
-    let reporter = Reporter {
-        controller: FIELD_MANAGER.to_owned(),
-        instance: None,
-    };
     let ctx = Arc::new(Context {
-        recorder: Recorder::new(client.clone(), reporter),
+        recorder: events::Recorder::new(client.clone(), FIELD_MANAGER),
         client: client.clone(),
         caches: watches.caches(),
         metrics,
@@ -424,8 +424,12 @@ mod tests {
     use serde_json::json;
 
     fn api_error(code: u16) -> Error {
+        denied(code, "refused")
+    }
+
+    fn denied(code: u16, message: &str) -> Error {
         let status: kube::core::Status =
-            serde_json::from_value(json!({"code": code, "message": "refused"})).unwrap_or_default();
+            serde_json::from_value(json!({"code": code, "message": message})).unwrap_or_default();
         Error::Kube {
             action: "creating JobSet",
             object: "demo".to_owned(),
@@ -440,6 +444,9 @@ mod tests {
             .filter(|code| api_error(*code).is_permanent())
             .collect();
         assert_eq!(permanent, [400, 413, 422]);
+        let webhook = "admission webhook \"vjobset.kb.io\" denied the request: not found";
+        assert!(!denied(422, webhook).is_permanent());
+        assert!(!denied(403, webhook).is_permanent());
         assert!(!Error::CachesClosed.is_permanent());
     }
 

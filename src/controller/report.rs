@@ -2,7 +2,7 @@
 //! metrics v1 exports.
 
 use k8s_openapi::jiff::Timestamp;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
 use super::Context;
@@ -84,19 +84,17 @@ pub async fn event<K: Resource<DynamicType = ()>>(
     note: String,
     ctx: &Context,
 ) {
-    let event = Event {
-        type_,
-        reason: reason.to_owned(),
-        note: Some(event_note(note)),
-        action: "Reconcile".to_owned(),
-        secondary: None,
-    };
-    if let Err(error) = ctx.recorder.publish(&event, &job.object_ref(&())).await {
+    let published = ctx
+        .recorder
+        .publish(&job.object_ref(&()), type_, reason, event_note(note))
+        .await;
+    if let Err(error) = published {
         tracing::warn!(%error, reason, "cannot publish event");
     }
 }
 
-/// The apiserver refuses an event whose note exceeds this many bytes.
+/// events.k8s.io refuses a note longer than this many bytes; core events are cut the same, so a
+/// reconcile error quoting the apiserver stays readable in one line of `kubectl describe`.
 const MAX_EVENT_NOTE: usize = 1024;
 
 /// `note` cut to what an event may carry (a reconcile error quoting the apiserver runs longer),

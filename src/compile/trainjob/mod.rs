@@ -2,11 +2,13 @@
 //! (`shared/reference/trainer-v2.md` §2): the runtime's JobSet template with the TrainJob's runtime
 //! patches merged in order, `resourcesPerNode` merged into the trainer's `node` container, the
 //! node count, the ML policy's env and port (one file per policy behind [`MlPolicy`]), the
-//! initializers' and the trainer's settings, suspension and ownership. Pure, like the v1
-//! compiler. Not yet: MPI and Flux policies, torchtune's command assembly.
+//! initializers' and the trainer's settings, suspension and ownership; for MPI runtimes also the
+//! hostfile ConfigMap and the SSH Secret. Pure, like the v1 compiler. Not yet: the Flux policy,
+//! torchtune's command assembly.
 
 mod jax;
 mod merge;
+mod mpi;
 mod plain;
 pub mod snapshot;
 mod torch;
@@ -22,8 +24,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
-use super::CompileError;
 use super::meta::{MANAGED_BY, Owner, TRAINSET};
+use super::mpi::{SshKeyPair, ssh_auth_secret};
+use super::{CompileError, Compiled};
 use crate::api::trainer::{GROUP, InitializerSource, TrainJob, Trainer, TrainingRuntimeSpec};
 
 /// Binds a replicated job (on its Job template's labels) to a part of the TrainJob.
@@ -116,7 +119,7 @@ trait MlPolicy {
     fn env(&self, node: &Node<'_>) -> Vec<EnvVar>;
 }
 
-fn policy(spec: &TrainingRuntimeSpec) -> Result<Box<dyn MlPolicy>, CompileError> {
+fn policy(spec: &TrainingRuntimeSpec) -> Result<Box<dyn MlPolicy + '_>, CompileError> {
     let Some(ml) = &spec.ml_policy else {
         return Ok(Box::new(plain::Plain));
     };
@@ -126,8 +129,8 @@ fn policy(spec: &TrainingRuntimeSpec) -> Result<Box<dyn MlPolicy>, CompileError>
             format!("the runtime's mlPolicy.{policy} is not supported by trainset yet"),
         )
     };
-    if ml.mpi.is_some() {
-        return Err(unsupported("mpi"));
+    if let Some(source) = &ml.mpi {
+        return Ok(Box::new(mpi::Mpi::new(source)?));
     }
     if ml.flux.is_some() {
         return Err(unsupported("flux"));
@@ -338,17 +341,8 @@ fn build_trainer(
     let Some(trainer) = trainer else {
         return Ok(());
     };
-    if with_policy && let Some(per_node) = &trainer.resources_per_node {
-        let malformed = |e: serde_json::Error| malformed("spec.trainer.resourcesPerNode", &e);
-        let mut resources = serde_json::to_value(&node.resources).map_err(malformed)?;
-        if resources.is_null() {
-            resources = Value::Object(Default::default());
-        }
-        merge::merge(
-            &mut resources,
-            &serde_json::to_value(per_node).map_err(malformed)?,
-        );
-        node.resources = serde_json::from_value(resources).map_err(malformed)?;
+    if with_policy {
+        node.resources = merged_resources(node.resources.as_ref(), trainer)?;
     }
     let (gpus, cpus) = devices(node.resources.as_ref());
     let facts = Node {
@@ -381,6 +375,27 @@ fn build_trainer(
     Ok(())
 }
 
+/// A `node` container's resources with `spec.trainer.resourcesPerNode` strategically merged in
+/// (per key of limits and requests, Trainer v2.3.0's rule, kubeflow/trainer#3602).
+fn merged_resources(
+    own: Option<&ResourceRequirements>,
+    trainer: &Trainer,
+) -> Result<Option<ResourceRequirements>, CompileError> {
+    let Some(per_node) = &trainer.resources_per_node else {
+        return Ok(own.cloned());
+    };
+    let malformed = |e: serde_json::Error| malformed("spec.trainer.resourcesPerNode", &e);
+    let mut resources = serde_json::to_value(own).map_err(malformed)?;
+    if resources.is_null() {
+        resources = Value::Object(Default::default());
+    }
+    merge::merge(
+        &mut resources,
+        &serde_json::to_value(per_node).map_err(malformed)?,
+    );
+    serde_json::from_value(resources).map_err(malformed)
+}
+
 /// An initializer's container: `STORAGE_URI`, the initializer's env, its secret as `envFrom`.
 fn build_initializer(container: &mut Container, source: &InitializerSource) {
     if let Some(uri) = &source.storage_uri {
@@ -401,8 +416,25 @@ fn build_initializer(container: &mut Container, source: &InitializerSource) {
     }
 }
 
-/// The TrainJob's JobSet.
-pub fn compile_trainjob(job: &TrainJob, runtime: &Runtime<'_>) -> Result<JobSet, CompileError> {
+/// Whether the runtime's pods reach each other by SSH (an MPI runtime): compiling then makes the
+/// SSH Secret from a key pair.
+pub fn uses_ssh(runtime: &TrainingRuntimeSpec) -> bool {
+    runtime.ml_policy.as_ref().is_some_and(|m| m.mpi.is_some())
+}
+
+/// The SSH Secret's name for the TrainJob `job`.
+pub fn ssh_auth_name(job: &str) -> String {
+    mpi::ssh_auth_name(job)
+}
+
+/// The TrainJob's JobSet, and for an MPI runtime its hostfile ConfigMap `<trainjob>-mpi-hostfile`
+/// and, given `ssh_key`, its SSH Secret `<trainjob>-mpi-ssh-auth` (the controller gives a key
+/// only while that immutable Secret does not exist).
+pub fn compile_trainjob(
+    job: &TrainJob,
+    runtime: &Runtime<'_>,
+    ssh_key: Option<&SshKeyPair>,
+) -> Result<Compiled, CompileError> {
     let name = job.name_any();
     let policy = policy(runtime.spec)?;
     let trainer = job.spec.trainer.as_ref();
@@ -434,19 +466,42 @@ pub fn compile_trainjob(job: &TrainJob, runtime: &Runtime<'_>) -> Result<JobSet,
     } = patched(job, runtime)?;
     labels.insert(MANAGED_BY.to_owned(), TRAINSET.to_owned());
     let ml = runtime.spec.ml_policy.as_ref();
+    let mpi = ml
+        .and_then(|m| m.mpi.as_ref())
+        .map(mpi::Mpi::new)
+        .transpose()?;
+    let slots = match &mpi {
+        Some(mpi) => {
+            let gpus = match trainer {
+                Some(trainer) => {
+                    devices(merged_resources(trainer_resources(&spec), trainer)?.as_ref()).0
+                }
+                None => devices(trainer_resources(&spec)).0,
+            };
+            let slots = mpi.slots(trainer.and_then(|t| t.num_proc_per_node), gpus);
+            mpi.attach(&mut spec, &name, slots);
+            slots
+        }
+        None => 0,
+    };
 
     for replicated in &mut spec.replicated_jobs {
         let ancestor = step(replicated).map(str::to_owned);
+        let is_node = replicated.name == NODE;
         let job_spec = replicated
             .template
             .spec
             .get_or_insert_with(Default::default);
-        let count = match ancestor.as_deref() {
-            Some(TRAINER_STEP) => trainer
-                .and_then(|t| t.num_nodes)
+        let parallelism = job_spec.parallelism.unwrap_or(1);
+        let num_nodes = trainer.and_then(|t| t.num_nodes);
+        let count = match (ancestor.as_deref(), &mpi) {
+            // The launcher: the runtime's node count; the nodes are the `node` job's.
+            (Some(TRAINER_STEP), Some(_)) => ml.and_then(|m| m.num_nodes).unwrap_or(1),
+            (Some(TRAINER_STEP), None) => num_nodes
                 .or(ml.map(|m| m.num_nodes.unwrap_or(1)))
-                .unwrap_or(job_spec.parallelism.unwrap_or(1)),
-            _ => job_spec.parallelism.unwrap_or(1),
+                .unwrap_or(parallelism),
+            (_, Some(mpi)) if is_node => mpi.node_count(num_nodes).unwrap_or(parallelism),
+            _ => parallelism,
         }
         .max(1);
         job_spec.parallelism = Some(count);
@@ -480,6 +535,14 @@ pub fn compile_trainjob(job: &TrainJob, runtime: &Runtime<'_>) -> Result<JobSet,
                     build_initializer(container, source);
                 }
             }
+            // With `runLauncherAsNode` the `node` pods are trainers too: the trainer's
+            // resources and env reach them (kubeflow/trainer#3602).
+            _ if is_node && mpi.as_ref().is_some_and(|m| m.launcher_is_node()) => {
+                if let (Some(trainer), Some(node)) = (trainer, container(replicated, NODE)) {
+                    node.resources = merged_resources(node.resources.as_ref(), trainer)?;
+                    upsert(node, &trainer.env);
+                }
+            }
             _ => {}
         }
     }
@@ -492,14 +555,38 @@ pub fn compile_trainjob(job: &TrainJob, runtime: &Runtime<'_>) -> Result<JobSet,
         namespace: job.namespace().unwrap_or_default(),
         uid: job.uid(),
     };
-    Ok(JobSet {
+    let hostfile = mpi.as_ref().map(|mpi| mpi.hostfile(&spec, &owner, slots));
+    let ssh_auth = ssh_key.filter(|_| mpi.is_some()).map(|key| {
+        let labels = BTreeMap::from([(MANAGED_BY.to_owned(), TRAINSET.to_owned())]);
+        ssh_auth_secret(owner.object_meta(ssh_auth_name(&name), labels), key)
+    });
+    let jobset = JobSet {
         metadata: ObjectMeta {
             annotations: (!annotations.is_empty()).then_some(annotations),
             ..owner.object_meta(name, labels)
         },
         spec,
         status: None,
+    };
+    Ok(Compiled {
+        jobset,
+        config_map: hostfile,
+        secret: ssh_auth,
     })
+}
+
+/// The resources of the trainer's `node` container, as the runtime (patched) has them.
+fn trainer_resources(spec: &JobSetSpec) -> Option<&ResourceRequirements> {
+    let trainer = spec
+        .replicated_jobs
+        .iter()
+        .find(|r| step(r) == Some(TRAINER_STEP))?;
+    let pod = trainer.template.spec.as_ref()?.template.spec.as_ref()?;
+    pod.containers
+        .iter()
+        .find(|c| c.name == NODE)?
+        .resources
+        .as_ref()
 }
 
 #[cfg(test)]

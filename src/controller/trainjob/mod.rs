@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use futures::{FutureExt, StreamExt};
 use jobset_types::JobSet;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -24,6 +24,7 @@ use super::apply::{self, Applied};
 use super::caches::Trigger;
 use super::{Context, Error, FIELD_MANAGER, Shutdown, backoff, kube_error, report};
 use crate::api::trainer::{AnyRuntime, ClusterTrainingRuntime, TrainJob, TrainingRuntime};
+use crate::compile::SshKeyPair;
 use crate::compile::trainjob::{self, Runtime, RuntimeKind, snapshot};
 use crate::telemetry::KindLabels;
 use plan::{Compiled, Facts, Plan, RUNTIME_NOT_SUPPORTED, Unrunnable};
@@ -361,12 +362,34 @@ async fn compile(
         name: runtime_name,
         spec: runtime.spec(),
     };
-    Ok(trainjob::compile_trainjob(job, &resolved)
-        .map(|jobset| Compiled {
+    let ssh_key = if trainjob::uses_ssh(resolved.spec) {
+        new_ssh_key(job, namespace, ctx).await?
+    } else {
+        None
+    };
+    Ok(trainjob::compile_trainjob(job, &resolved, ssh_key.as_ref())
+        .map(|objects| Compiled {
             snapshot: new_snapshot,
-            jobset,
+            objects,
         })
         .map_err(|error| plan::invalid(&name, error)))
+}
+
+/// A key pair for the TrainJob's SSH Secret, unless that (immutable) Secret exists already.
+async fn new_ssh_key(
+    job: &TrainJob,
+    namespace: &str,
+    ctx: &TrainJobContext,
+) -> Result<Option<SshKeyPair>, Error> {
+    let name = trainjob::ssh_auth_name(&job.name_any());
+    let existing = Api::<Secret>::namespaced(ctx.base.client.clone(), namespace)
+        .get_metadata_opt(&name)
+        .await
+        .map_err(kube_error("getting Secret", &name))?;
+    match existing {
+        Some(_) => Ok(None),
+        None => Ok(Some(SshKeyPair::generate()?)),
+    }
 }
 
 /// Carries out the plan: the snapshot once, the JobSet, its suspension, the status, the
@@ -384,7 +407,7 @@ async fn apply(
         if let Some(config_map) = &compiled.snapshot {
             apply::create_once(&Api::namespaced(client.clone(), namespace), config_map).await?;
         }
-        let created = apply::create_jobset(namespace, &compiled.jobset, &ctx.base).await;
+        let created = apply::create(namespace, &compiled.objects, &ctx.base).await;
         match apply::created(created)? {
             Applied::Done => {}
             other => return Ok(other),

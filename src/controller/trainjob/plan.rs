@@ -21,11 +21,12 @@ use crate::suspend;
 /// Trainer's reason for a `runtimeRef` naming something other than its two runtime kinds.
 pub const RUNTIME_NOT_SUPPORTED: &str = "TrainingRuntimeNotSupported";
 
-/// What a TrainJob compiles to: its runtime snapshot (`None` when it exists already) and JobSet.
+/// What a TrainJob compiles to: its runtime snapshot (`None` when it exists already) and the
+/// JobSet with, for MPI runtimes, its hostfile and SSH Secret.
 #[derive(Clone, Debug)]
 pub struct Compiled {
     pub snapshot: Option<ConfigMap>,
-    pub jobset: JobSet,
+    pub objects: crate::compile::Compiled,
 }
 
 /// Why a TrainJob cannot run, whatever the cluster does: it fails with this reason.
@@ -168,7 +169,7 @@ fn suspend_write(
             Some(false) => match compiled {
                 Some(Ok(compiled)) => Some(SuspendWrite::Resume(suspend::resume_patch(
                     live,
-                    &compiled.jobset,
+                    &compiled.objects.jobset,
                 ))),
                 Some(Err(unrunnable)) => return Err(unrunnable),
                 // `fetch` compiles whenever a resume is due.
@@ -272,7 +273,11 @@ mod tests {
     fn compiled(suspend: bool) -> Compiled {
         Compiled {
             snapshot: Some(ConfigMap::default()),
-            jobset: own(suspend, Value::Null),
+            objects: crate::compile::Compiled {
+                jobset: own(suspend, Value::Null),
+                config_map: None,
+                secret: None,
+            },
         }
     }
 

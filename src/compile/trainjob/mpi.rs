@@ -1,0 +1,249 @@
+//! `mlPolicy.mpi` (OpenMPI, the one implementation Trainer v2.3.0 accepts): the `launcher`
+//! replicated job runs `mpirun` over a hostfile listing the pods of the `node` replicated job (and
+//! the launcher's own with `runLauncherAsNode`), which it reaches by SSH with the key pair of the
+//! Secret `<trainjob>-mpi-ssh-auth`.
+
+use std::collections::BTreeMap;
+
+use jobset_types::{JobSetSpec, ReplicatedJob};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, ConfigMapVolumeSource, EnvVar, KeyToPath, PodSpec, SecretVolumeSource, Volume,
+    VolumeMount,
+};
+
+use super::{MlPolicy, NODE, Node, upsert};
+use crate::api::trainer::MPIMLPolicySource;
+use crate::compile::CompileError;
+use crate::compile::env;
+use crate::compile::meta::{MANAGED_BY, Owner, TRAINSET};
+use crate::compile::mpi::{HOSTFILE, SSH_ARGS, SSH_PRIVATE_KEY, SSH_PUBLIC_KEY};
+
+/// The replicated job that runs `mpirun`.
+pub const LAUNCHER: &str = "launcher";
+const SSH_AUTH_VOLUME: &str = "mpi-ssh-auth";
+const HOSTFILE_VOLUME: &str = "mpi-hostfile";
+const DEFAULT_SSH_PATH: &str = "/root/.ssh";
+const RESERVED: &[&str] = &[
+    "OMPI_MCA_orte_default_hostfile",
+    "OMPI_MCA_plm_rsh_args",
+    "OMPI_MCA_orte_keep_fqdn_hostnames",
+    "OMPI_MCA_orte_set_default_slots",
+];
+
+/// `<trainjob>-mpi-ssh-auth`.
+pub fn ssh_auth_name(job: &str) -> String {
+    format!("{job}-mpi-ssh-auth")
+}
+
+/// `<trainjob>-mpi-hostfile`.
+pub fn hostfile_name(job: &str) -> String {
+    format!("{job}-mpi-hostfile")
+}
+
+pub struct Mpi<'a> {
+    source: &'a MPIMLPolicySource,
+}
+
+impl MlPolicy for Mpi<'_> {
+    fn reserved(&self) -> &'static [&'static str] {
+        RESERVED
+    }
+
+    fn port(&self) -> Option<i32> {
+        None
+    }
+
+    /// The launcher's OpenMPI env is the launcher's, not the trainer's: [`Mpi::attach`].
+    fn env(&self, _node: &Node<'_>) -> Vec<EnvVar> {
+        Vec::new()
+    }
+}
+
+impl<'a> Mpi<'a> {
+    /// The policy, refusing an implementation other than OpenMPI.
+    pub fn new(source: &'a MPIMLPolicySource) -> Result<Self, CompileError> {
+        match source.mpi_implementation.as_deref() {
+            None | Some("" | "OpenMPI") => Ok(Self { source }),
+            Some(other) => Err(CompileError::invalid(
+                "spec.runtimeRef",
+                format!(
+                    "the runtime's mlPolicy.mpi.mpiImplementation {other:?} is not supported (OpenMPI is)"
+                ),
+            )),
+        }
+    }
+
+    /// Whether the launcher is also a node of the hostfile.
+    pub fn launcher_is_node(&self) -> bool {
+        self.source.run_launcher_as_node == Some(true)
+    }
+
+    /// Pods of the `node` replicated job for `trainer.numNodes` nodes: one fewer when the
+    /// launcher is a node too (at least one); `None` keeps the runtime's.
+    pub fn node_count(&self, num_nodes: Option<i32>) -> Option<i32> {
+        num_nodes.map(|n| {
+            if self.launcher_is_node() {
+                (n - 1).max(1)
+            } else {
+                n
+            }
+        })
+    }
+
+    /// Slots per node: `trainer.numProcPerNode`, else the runtime's (default 1); a 1 becomes the
+    /// GPU count when a node has more than one.
+    pub fn slots(&self, num_proc_per_node: Option<i32>, gpus: i64) -> i32 {
+        match num_proc_per_node {
+            Some(count) => count,
+            None => match self.source.num_proc_per_node.unwrap_or(1) {
+                1 if gpus > 1 => i32::try_from(gpus).unwrap_or(i32::MAX),
+                count => count,
+            },
+        }
+    }
+
+    /// The SSH key's volume on the `node` and `launcher` pods, mounted in their `node`
+    /// containers; on the launcher also the hostfile, at `/etc/mpi`, and OpenMPI's env.
+    pub fn attach(&self, spec: &mut JobSetSpec, job: &str, slots: i32) {
+        let ssh_path = self
+            .source
+            .ssh_auth_mount_path
+            .clone()
+            .unwrap_or_else(|| DEFAULT_SSH_PATH.to_owned());
+        let (hostfile_dir, hostfile_key) =
+            HOSTFILE.rsplit_once('/').unwrap_or(("/etc/mpi", HOSTFILE));
+        for replicated in &mut spec.replicated_jobs {
+            let launcher = replicated.name == LAUNCHER;
+            if !launcher && replicated.name != NODE {
+                continue;
+            }
+            let Some(pod) = pod_spec(replicated) else {
+                continue;
+            };
+            upsert_volume(pod, ssh_auth_volume(job));
+            if launcher {
+                upsert_volume(pod, hostfile_volume(job, hostfile_key));
+            }
+            for container in pod.containers.iter_mut().filter(|c| c.name == NODE) {
+                upsert_mount(container, SSH_AUTH_VOLUME, &ssh_path);
+                if launcher {
+                    upsert_mount(container, HOSTFILE_VOLUME, hostfile_dir);
+                    upsert(
+                        container,
+                        &[
+                            env::value(RESERVED[0], HOSTFILE),
+                            env::value(RESERVED[2], "true"),
+                            env::value(RESERVED[3], slots.to_string()),
+                            env::value(RESERVED[1], SSH_ARGS),
+                        ],
+                    );
+                }
+            }
+        }
+    }
+
+    /// The hostfile ConfigMap: `<pod address> slots=<n>` for every pod of the `node` replicated
+    /// job (and of the launcher's when it is a node), in the JobSet's order.
+    pub fn hostfile(&self, spec: &JobSetSpec, owner: &Owner, slots: i32) -> ConfigMap {
+        let job = owner.name.as_str();
+        let subdomain = spec
+            .network
+            .as_ref()
+            .and_then(|n| n.subdomain.clone())
+            .unwrap_or_else(|| job.to_owned());
+        let mut text = String::new();
+        for replicated in &spec.replicated_jobs {
+            let listed =
+                replicated.name == NODE || (self.launcher_is_node() && replicated.name == LAUNCHER);
+            if !listed {
+                continue;
+            }
+            let pods = replicated
+                .template
+                .spec
+                .as_ref()
+                .and_then(|s| s.parallelism)
+                .unwrap_or(1);
+            for index in 0..replicated.replicas.unwrap_or(1) {
+                for pod in 0..pods {
+                    text.push_str(&format!(
+                        "{job}-{}-{index}-{pod}.{subdomain} slots={slots}\n",
+                        replicated.name
+                    ));
+                }
+            }
+        }
+        let (_, key) = HOSTFILE.rsplit_once('/').unwrap_or(("", HOSTFILE));
+        let labels = BTreeMap::from([(MANAGED_BY.to_owned(), TRAINSET.to_owned())]);
+        ConfigMap {
+            metadata: owner.object_meta(hostfile_name(job), labels),
+            data: Some(BTreeMap::from([(key.to_owned(), text)])),
+            ..ConfigMap::default()
+        }
+    }
+}
+
+fn pod_spec(replicated: &mut ReplicatedJob) -> Option<&mut PodSpec> {
+    replicated.template.spec.as_mut()?.template.spec.as_mut()
+}
+
+fn upsert_volume(pod: &mut PodSpec, volume: Volume) {
+    let volumes = pod.volumes.get_or_insert_with(Vec::new);
+    match volumes.iter_mut().find(|v| v.name == volume.name) {
+        Some(own) => *own = volume,
+        None => volumes.push(volume),
+    }
+}
+
+fn upsert_mount(container: &mut k8s_openapi::api::core::v1::Container, name: &str, path: &str) {
+    let mounts = container.volume_mounts.get_or_insert_with(Vec::new);
+    let mount = VolumeMount {
+        name: name.to_owned(),
+        mount_path: path.to_owned(),
+        ..VolumeMount::default()
+    };
+    match mounts.iter_mut().find(|m| m.mount_path == path) {
+        Some(own) => *own = mount,
+        None => mounts.push(mount),
+    }
+}
+
+fn item(key: &str, path: &str, mode: i32) -> KeyToPath {
+    KeyToPath {
+        key: key.to_owned(),
+        path: path.to_owned(),
+        mode: Some(mode),
+        user: None,
+    }
+}
+
+/// The key pair, owner-readable by default; the private key also group-readable, the public
+/// ones world-readable (Trainer's modes).
+fn ssh_auth_volume(job: &str) -> Volume {
+    Volume {
+        name: SSH_AUTH_VOLUME.to_owned(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(ssh_auth_name(job)),
+            default_mode: Some(0o400),
+            items: Some(vec![
+                item(SSH_PRIVATE_KEY, "id_rsa", 0o640),
+                item(SSH_PUBLIC_KEY, "id_rsa.pub", 0o644),
+                item(SSH_PUBLIC_KEY, "authorized_keys", 0o644),
+            ]),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    }
+}
+
+fn hostfile_volume(job: &str, key: &str) -> Volume {
+    Volume {
+        name: HOSTFILE_VOLUME.to_owned(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: hostfile_name(job),
+            items: Some(vec![item(key, key, 0o444)]),
+            ..ConfigMapVolumeSource::default()
+        }),
+        ..Volume::default()
+    }
+}
