@@ -101,7 +101,8 @@ fn an_sdk_trainjob_on_a_torch_runtime() {
                     "metadata": {"labels": {"tier": "gold"}},
                     "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": {
                         "nodeSelector": {"pool": "a100"},
-                        "containers": [{"name": "node", "env": [{"name": "NCCL_DEBUG", "value": "INFO"}]}]
+                        "containers": [{"name": "node", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                        "volumes": [{"name": "data", "emptyDir": {}}]
                     }}}}}]}
                 }}
             }],
@@ -348,13 +349,32 @@ fn initializers_get_their_storage_uri_env_and_secret() {
         "name": "dataset-initializer",
         "template": {
             "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "dataset-initializer"}},
-            "spec": {"template": {"spec": {"containers": [{"name": "dataset-initializer", "image": "i"}]}}}
+            "spec": {"template": {"spec": {"containers": [{"name": "dataset-initializer", "image": "i",
+                "volumeMounts": [{"name": "initializer", "mountPath": "/workspace"}]}]}}}
         }
     });
     runtime["template"]["spec"]["replicatedJobs"]
         .as_array_mut()
         .expect("replicated jobs")
-        .insert(0, initializer);
+        .insert(0, initializer.clone());
+    // Trainer's rule: the initializer's container mounts the `initializer` volume.
+    let mut unmounted = runtime.clone();
+    unmounted["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
+        [0]["volumeMounts"] = json!([]);
+    assert_eq!(
+        compile(unmounted, json!({"runtimeRef": {"name": "t"}, "initializer": {"dataset": {"storageUri": "s3://x"}}})),
+        Err("spec.initializer.dataset: container dataset-initializer of the runtime's dataset-initializer job has no volumeMount named initializer".to_owned())
+    );
+    assert_eq!(
+        compile(
+            torch_runtime(),
+            json!({"runtimeRef": {"name": "t"}, "initializer": {"model": {"storageUri": "hf://m"}}})
+        ),
+        Err(
+            "spec.initializer.model: the runtime has no model-initializer replicated job"
+                .to_owned()
+        )
+    );
     let jobset = compile(
         runtime,
         json!({"runtimeRef": {"name": "t"}, "initializer": {"dataset": {
@@ -421,6 +441,12 @@ fn bad_input_is_an_error_naming_the_field() {
                 {"name": "node", "template": {"spec": {"template": {"spec": {"containers": [{"name": "sidecar"}]}}}}}
             ]}}}}]}),
             "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.containers[0].name: replicated job \"node\" of the runtime has no container \"sidecar\"",
+        ),
+        (
+            json!({"runtimeRef": {"name": "t"}, "runtimePatches": [{"manager": "a.io/b", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+                {"name": "node", "template": {"spec": {"template": {"spec": {"containers": [{"name": "node", "env": [{"name": "X", "value": "1"}]}]}}}}}
+            ]}}}}]}),
+            "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.containers[0].env: the \"node\" container's env comes from spec.trainer and spec.initializer, not from runtime patches",
         ),
     ];
     for (spec, expected) in cases {

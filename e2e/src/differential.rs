@@ -467,10 +467,15 @@ pub const DEVIATIONS_HEADING: &str = "## Deviations from v1";
 /// The rows of the first table under [`DEVIATIONS_HEADING`]: the first column's code span is
 /// the aspect, the second column the kinds.
 pub fn deviations(readme: &str) -> Result<Vec<Deviation>, String> {
+    deviations_under(readme, DEVIATIONS_HEADING)
+}
+
+/// The rows of the first table under `heading`, read as [`deviations`] reads them.
+pub fn deviations_under(readme: &str, heading: &str) -> Result<Vec<Deviation>, String> {
     let section = readme
-        .split_once(DEVIATIONS_HEADING)
+        .split_once(heading)
         .map(|(_, rest)| rest)
-        .ok_or_else(|| format!("README has no section {DEVIATIONS_HEADING:?}"))?;
+        .ok_or_else(|| format!("README has no section {heading:?}"))?;
     let rows = section
         .lines()
         .skip_while(|line| !line.starts_with('|'))
@@ -492,7 +497,7 @@ pub fn deviations(readme: &str) -> Result<Vec<Deviation>, String> {
         found.push(Deviation { aspect, kinds });
     }
     if found.is_empty() {
-        return Err(format!("no table under {DEVIATIONS_HEADING:?}"));
+        return Err(format!("no table under {heading:?}"));
     }
     Ok(found)
 }

@@ -298,15 +298,27 @@ fn patched(job: &TrainJob, runtime: &Runtime<'_>) -> Result<Patched, CompileErro
                 ),
             ] {
                 for (k, patched_container) in patched_containers.into_iter().flatten().enumerate() {
+                    let at_container = format!(
+                        "{at}.replicatedJobs[{j}].template.spec.template.spec.{field}[{k}]"
+                    );
+                    let owns_env = [NODE, DATASET_INITIALIZER, MODEL_INITIALIZER]
+                        .contains(&patched_container.name.as_str());
+                    if field == "containers" && owns_env && !patched_container.env.is_empty() {
+                        return Err(CompileError::invalid(
+                            format!("{at_container}.env"),
+                            format!(
+                                "the {:?} container's env comes from spec.trainer and spec.initializer, not from runtime patches",
+                                patched_container.name
+                            ),
+                        ));
+                    }
                     if !own
                         .into_iter()
                         .flatten()
                         .any(|c| c.name == patched_container.name)
                     {
                         return Err(CompileError::invalid(
-                            format!(
-                                "{at}.replicatedJobs[{j}].template.spec.template.spec.{field}[{k}].name"
-                            ),
+                            format!("{at_container}.name"),
                             format!(
                                 "replicated job {:?} of the runtime has no container {:?}",
                                 patched_job.name, patched_container.name
@@ -465,6 +477,7 @@ pub fn compile_trainjob(
         annotations,
     } = patched(job, runtime)?;
     labels.insert(MANAGED_BY.to_owned(), TRAINSET.to_owned());
+    check_initializers(job, &spec)?;
     let ml = runtime.spec.ml_policy.as_ref();
     let mpi = ml
         .and_then(|m| m.mpi.as_ref())
@@ -573,6 +586,53 @@ pub fn compile_trainjob(
         config_map: hostfile,
         secret: ssh_auth,
     })
+}
+
+/// The volume an initializer writes to and the trainer reads from.
+const INITIALIZER_VOLUME: &str = "initializer";
+
+/// An initializer the TrainJob configures needs the runtime's replicated job of that name, with
+/// a container of that name mounting the `initializer` volume (Trainer's webhook rule).
+fn check_initializers(job: &TrainJob, spec: &JobSetSpec) -> Result<(), CompileError> {
+    let initializer = job.spec.initializer.as_ref();
+    for (field, step, source) in [
+        (
+            "dataset",
+            DATASET_INITIALIZER,
+            initializer.and_then(|i| i.dataset.as_ref()),
+        ),
+        (
+            "model",
+            MODEL_INITIALIZER,
+            initializer.and_then(|i| i.model.as_ref()),
+        ),
+    ] {
+        if source.is_none() {
+            continue;
+        }
+        let refuse =
+            |reason: String| CompileError::invalid(format!("spec.initializer.{field}"), reason);
+        let replicated = spec
+            .replicated_jobs
+            .iter()
+            .find(|r| r.name == step)
+            .ok_or_else(|| refuse(format!("the runtime has no {step} replicated job")))?;
+        let pod = replicated
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref());
+        let container = pod
+            .and_then(|p| p.containers.iter().find(|c| c.name == step))
+            .ok_or_else(|| refuse(format!("the runtime's {step} job has no container {step}")))?;
+        let mounts = container.volume_mounts.iter().flatten();
+        if !mounts.into_iter().any(|m| m.name == INITIALIZER_VOLUME) {
+            return Err(refuse(format!(
+                "container {step} of the runtime's {step} job has no volumeMount named {INITIALIZER_VOLUME}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The resources of the trainer's `node` container, as the runtime (patched) has them.

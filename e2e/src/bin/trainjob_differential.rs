@@ -1,0 +1,395 @@
+//! `e2e/differential-trainjob [FILE...]`: creates each TrainJob (default: every runtime in
+//! `deploy/runtimes/` with an SDK-shaped TrainJob, then `e2e/testdata/trainjob-differential/`)
+//! under Kubeflow Trainer v2.3.0 and then under trainset, each in a fresh namespace with the
+//! case's runtimes as TrainingRuntimes there, and compares what each created field by field: the
+//! JobSet (labels, annotations, owner, the whole spec as the apiserver stored it), and for MPI
+//! runtimes the hostfile and the SSH Secret's shape. Fails when a difference is not in the
+//! README's "Deviations from Trainer v2.3.0" table.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use jobset_types::JobSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Client;
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::{Value, json};
+use trainset_e2e::differential::{self, Difference, Fact, Facts};
+use trainset_e2e::{
+    Peer, TestNamespace, apply, client, dynamic_api, operator, repo_root, wait_for,
+};
+
+/// How long an operator may take to create a case's JobSet.
+const CREATE_LIMIT: Duration = Duration::from_secs(60);
+const HEADING: &str = "## Deviations from Trainer v2.3.0";
+
+struct Case {
+    name: String,
+    /// The ML policy of its runtime (`torch`, `mpi`, ...), the table's "kinds".
+    policy: String,
+    runtimes: Vec<Value>,
+    trainjob: Value,
+}
+
+fn policy_of(runtime: &Value) -> String {
+    let ml = &runtime["spec"]["mlPolicy"];
+    ["torch", "mpi", "jax", "xgboost", "flux"]
+        .into_iter()
+        .find(|p| !ml[p].is_null())
+        .unwrap_or("plain")
+        .to_owned()
+}
+
+/// A runtime of the case as a TrainingRuntime of the test namespace, so each operator's own
+/// ClusterTrainingRuntimes (Trainer installs its shipped ones) play no part.
+fn namespaced(mut runtime: Value) -> Value {
+    runtime["kind"] = json!("TrainingRuntime");
+    if let Some(metadata) = runtime["metadata"].as_object_mut() {
+        metadata.remove("namespace");
+    }
+    runtime
+}
+
+fn from_documents(name: String, documents: Vec<Value>) -> Result<Case, String> {
+    let (trainjobs, runtimes): (Vec<Value>, Vec<Value>) =
+        documents.into_iter().partition(|d| d["kind"] == "TrainJob");
+    let [trainjob] = <[Value; 1]>::try_from(trainjobs)
+        .map_err(|found| format!("{name}: {} TrainJobs, not one", found.len()))?;
+    let runtimes: Vec<Value> = runtimes.into_iter().map(namespaced).collect();
+    let wanted = trainjob["spec"]["runtimeRef"]["name"]
+        .as_str()
+        .unwrap_or_default();
+    let runtime = runtimes
+        .iter()
+        .find(|r| r["metadata"]["name"] == wanted)
+        .ok_or_else(|| format!("{name}: no runtime {wanted:?} in the case"))?;
+    Ok(Case {
+        name,
+        policy: policy_of(runtime),
+        runtimes,
+        trainjob,
+    })
+}
+
+/// Each shipped runtime with the TrainJob the SDK's `train()` makes for two nodes of one CPU.
+fn shipped() -> Result<Vec<Case>, String> {
+    let dir = repo_root().join("deploy/runtimes");
+    let mut cases = Vec::new();
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    paths.sort();
+    for path in paths {
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        for runtime in trainset_e2e::yaml_documents(&text) {
+            if runtime["kind"] != "ClusterTrainingRuntime" {
+                continue;
+            }
+            let name = runtime["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let trainjob = json!({
+                "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                "metadata": {"name": "sdk"},
+                "spec": {
+                    "runtimeRef": {"name": name, "kind": "TrainingRuntime"},
+                    "trainer": {"numNodes": 2, "command": ["bash", "-c", "python train.py"],
+                                "resourcesPerNode": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}
+                }
+            });
+            cases.push(from_documents(
+                format!("shipped-{name}"),
+                vec![runtime, trainjob],
+            )?);
+        }
+    }
+    Ok(cases)
+}
+
+fn corpus(args: &[String]) -> Result<Vec<Case>, String> {
+    let mut paths: Vec<PathBuf> = args.iter().map(PathBuf::from).collect();
+    let mut cases = Vec::new();
+    if paths.is_empty() {
+        cases = shipped()?;
+        let dir = repo_root().join("e2e/testdata/trainjob-differential");
+        paths = std::fs::read_dir(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+            .collect();
+        paths.sort();
+    }
+    for path in paths {
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        cases.push(from_documents(name, trainset_e2e::yaml_documents(&text))?);
+    }
+    Ok(cases)
+}
+
+/// What one operator created for a case.
+struct Created {
+    jobset: Value,
+    hostfile: Option<String>,
+    secret: Option<Value>,
+}
+
+async fn run_case(
+    client: &Client,
+    case: &Case,
+    who: &str,
+) -> (TestNamespace, Result<Created, String>) {
+    let ns = TestNamespace::create(client, &format!("tjdiff-{who}")).await;
+    for runtime in &case.runtimes {
+        if let Err(e) = apply(client, runtime, Some(&ns.name)).await {
+            return (ns, Err(format!("applying runtime: {e}")));
+        }
+    }
+    // Trainer's webhook looks the runtime up in its informer's cache, which may not have it yet
+    // (kubeflow/trainer's create-ordering race): a refusal is retried for a while.
+    let trainjobs = dynamic_api(client, &case.trainjob, Some(&ns.name));
+    let object: DynamicObject = match serde_json::from_value(case.trainjob.clone()) {
+        Ok(object) => object,
+        Err(e) => return (ns, Err(format!("the TrainJob: {e}"))),
+    };
+    let deadline = Instant::now() + CREATE_LIMIT;
+    loop {
+        match trainjobs.create(&PostParams::default(), &object).await {
+            Ok(_) => break,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!(
+                    "{}: creating the TrainJob under {who}: {e}; retrying",
+                    case.name
+                );
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => return (ns, Err(format!("creating the TrainJob: {e}"))),
+        }
+    }
+    let name = case.trainjob["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let jobsets: Api<JobSet> = Api::namespaced(client.clone(), &ns.name);
+    let deadline = Instant::now() + CREATE_LIMIT;
+    let jobset = loop {
+        if let Ok(Some(jobset)) = jobsets.get_opt(&name).await {
+            break jobset;
+        }
+        if Instant::now() >= deadline {
+            return (ns, Err(format!("no JobSet {name} after {CREATE_LIMIT:?}")));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
+    let mpi = case.policy == "mpi";
+    let hostfile = if mpi {
+        let hostfile_name = format!("{name}-mpi-hostfile");
+        let found = wait_for(CREATE_LIMIT, &hostfile_name, || async {
+            config_maps.get_opt(&hostfile_name).await.ok().flatten()
+        })
+        .await;
+        found.data.and_then(|mut d| d.remove("hostfile"))
+    } else {
+        None
+    };
+    let secret = if mpi {
+        let secret_name = format!("{name}-mpi-ssh-auth");
+        let found = wait_for(CREATE_LIMIT, &secret_name, || async {
+            secrets.get_opt(&secret_name).await.ok().flatten()
+        })
+        .await;
+        let keys: Vec<String> = found.data.unwrap_or_default().into_keys().collect();
+        Some(json!({"type": found.type_, "immutable": found.immutable, "keys": keys}))
+    } else {
+        None
+    };
+    let jobset = serde_json::to_value(&jobset).unwrap_or_default();
+    (
+        ns,
+        Ok(Created {
+            jobset,
+            hostfile,
+            secret,
+        }),
+    )
+}
+
+async fn run_all(client: &Client, cases: &[Case], who: &str) -> Vec<Result<Created, String>> {
+    let mut runs = Vec::new();
+    for case in cases {
+        let (ns, created) = run_case(client, case, who).await;
+        ns.delete().await;
+        runs.push(created);
+    }
+    runs
+}
+
+/// Every leaf of `value` by its path; list items that have a `name` (or a `mountPath`) are keyed
+/// by it, so a list's order is not a difference but its members are.
+fn flatten(path: &str, value: &Value, out: &mut BTreeMap<String, String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                flatten(&format!("{path}.{key}"), child, out);
+            }
+        }
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                let key = ["name", "mountPath", "containerPort"]
+                    .into_iter()
+                    .find_map(|k| {
+                        item.get(k).map(|v| {
+                            format!(
+                                "{k}={}",
+                                v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+                            )
+                        })
+                    })
+                    .unwrap_or_else(|| index.to_string());
+                flatten(&format!("{path}[{key}]"), item, out);
+            }
+        }
+        leaf => {
+            out.insert(path.to_owned(), leaf.to_string());
+        }
+    }
+}
+
+fn facts(created: &Created) -> Facts {
+    let metadata = &created.jobset["metadata"];
+    let owners: Vec<Value> = metadata["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| json!({"apiVersion": o["apiVersion"], "kind": o["kind"], "name": o["name"],
+                        "controller": o["controller"], "blockOwnerDeletion": o["blockOwnerDeletion"]}))
+        .collect();
+    let compared = json!({
+        "metadata": {"labels": metadata["labels"], "annotations": metadata["annotations"],
+                     "ownerReferences": owners},
+        "spec": created.jobset["spec"],
+    });
+    let mut leaves = BTreeMap::new();
+    flatten("jobset", &compared, &mut leaves);
+    if let Some(hostfile) = &created.hostfile {
+        leaves.insert("hostfile".to_owned(), hostfile.clone());
+    }
+    if let Some(secret) = &created.secret {
+        flatten("secret", secret, &mut leaves);
+    }
+    leaves
+        .into_iter()
+        .filter(|(_, value)| value != "null")
+        .map(|(aspect, value)| {
+            let fact = Fact {
+                location: String::new(),
+                aspect,
+            };
+            (fact, value)
+        })
+        .collect()
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!(
+            "usage: e2e/differential-trainjob [FILE...]   (default: the shipped runtimes and e2e/testdata/trainjob-differential/*.yaml)"
+        );
+        return ExitCode::SUCCESS;
+    }
+    let cases = match corpus(&args) {
+        Ok(c) if !c.is_empty() => c,
+        Ok(_) => {
+            eprintln!("differential-trainjob: no cases");
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            eprintln!("differential-trainjob: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let readme = repo_root().join("README.md");
+    let known = match std::fs::read_to_string(&readme)
+        .map_err(|e| format!("{}: {e}", readme.display()))
+        .and_then(|text| differential::deviations_under(&text, HEADING))
+    {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("differential-trainjob: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let client = client().await;
+    let started = Instant::now();
+    let upstream = {
+        let _trainer = Peer::start("trainer");
+        run_all(&client, &cases, "upstream").await
+    };
+    let upstream_time = started.elapsed();
+    let started = Instant::now();
+    operator::ensure(&client).await;
+    let ours = run_all(&client, &cases, "trainset").await;
+    let trainset_time = started.elapsed();
+
+    let mut verdicts = Vec::new();
+    let mut failures = Vec::new();
+    for ((case, peer), trainset) in cases.iter().zip(upstream).zip(ours) {
+        match (peer, trainset) {
+            (Ok(peer), Ok(trainset)) => {
+                let found: Vec<Difference> =
+                    differential::differences(&facts(&peer), &facts(&trainset));
+                verdicts.push((
+                    case.name.clone(),
+                    case.policy.clone(),
+                    differential::judge(&case.policy, found, &known),
+                ));
+            }
+            (peer, trainset) => {
+                for (who, e) in [("Trainer", peer.err()), ("trainset", trainset.err())] {
+                    if let Some(e) = e {
+                        failures.push(format!("{}: under {who}: {e}", case.name));
+                    }
+                }
+            }
+        }
+    }
+    print!("{}", differential::report(&verdicts));
+    for failure in &failures {
+        println!("FAILED {failure}");
+    }
+    let identical = verdicts
+        .iter()
+        .filter(|(_, _, v)| v.documented.is_empty() && v.undocumented.is_empty())
+        .count();
+    let documented: usize = verdicts.iter().map(|(_, _, v)| v.documented.len()).sum();
+    let undocumented: usize = verdicts.iter().map(|(_, _, v)| v.undocumented.len()).sum();
+    println!(
+        "Trainer run {:.0}s, trainset run {:.0}s",
+        upstream_time.as_secs_f64(),
+        trainset_time.as_secs_f64()
+    );
+    println!(
+        "differential-trainjob: {identical}/{} cases identical, {documented} documented deviations, {undocumented} undocumented",
+        cases.len()
+    );
+    if undocumented > 0 || !failures.is_empty() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
