@@ -229,6 +229,33 @@ pub async fn create(client: &Client, ns: &str, manifest: &Value) -> Api<DynamicO
     api
 }
 
+/// Creates `manifest` in `ns`, retrying for up to `limit` while an admission webhook refuses it:
+/// Trainer's and Kueue's TrainJob webhooks look a runtime up in their informers' caches, which
+/// may not have one created a moment before.
+pub async fn create_when_admitted(
+    client: &Client,
+    ns: &str,
+    manifest: &Value,
+    limit: Duration,
+) -> Result<Api<DynamicObject>, kube::Error> {
+    let api = dynamic_api(client, manifest, Some(ns));
+    let object: DynamicObject =
+        serde_json::from_value(manifest.clone()).map_err(kube::Error::SerdeError)?;
+    let deadline = Instant::now() + limit;
+    loop {
+        match api.create(&PostParams::default(), &object).await {
+            Ok(_) => return Ok(api),
+            Err(kube::Error::Api(status))
+                if status.message.starts_with("admission webhook ")
+                    && Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
 /// Creates every manifest of `examples/` in `ns`: each with the API it was created through.
 pub async fn create_examples(client: &Client, ns: &str) -> Vec<(Value, Api<DynamicObject>)> {
     let mut jobs = Vec::new();

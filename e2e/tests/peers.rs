@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
-use trainset_e2e::{Peer, TestNamespace, client, condition, create, wait_for};
+use trainset_e2e::{
+    Peer, TestNamespace, client, condition, create, create_when_admitted, wait_for,
+};
 
 /// Waits until condition `type_` of the job is True, failing at once if it fails instead.
 async fn wait_condition(
@@ -77,7 +79,11 @@ async fn peer_a_trainjob_completes_under_trainer() {
             "trainer": {"numNodes": 2, "resourcesPerNode": {"requests": {"cpu": "1"}}}
         }
     });
-    let api = create(&client, &ns.name, &manifest).await;
+    // The runtimes were applied as Trainer started; its and Kueue's webhooks may not have them
+    // cached yet.
+    let api = create_when_admitted(&client, &ns.name, &manifest, Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("creating smoke: {e}"));
     let status = wait_condition(&api, "smoke", "Complete", Duration::from_secs(180)).await;
     assert_eq!(condition(&status, "Complete")["reason"], "AllJobsCompleted");
     // Trainer built a JobSet of the runtime's shape for it.

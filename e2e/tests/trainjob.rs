@@ -12,8 +12,9 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use trainset_e2e::{
-    COMPLETE_DELAY, TestNamespace, apply, client, condition, create, delay, dynamic_api, http_get,
-    install_crds, install_runtimes, operator, status, wait_event, wait_for, wait_state,
+    COMPLETE_DELAY, TestNamespace, apply, client, condition, create, create_when_admitted, delay,
+    dynamic_api, http_get, install_crds, install_runtimes, operator, status, wait_event, wait_for,
+    wait_state,
 };
 
 const TRAINER_API: &str = "trainer.kubeflow.org/v1alpha1";
@@ -25,6 +26,14 @@ async fn setup(prefix: &str) -> (Client, TestNamespace) {
     operator::ensure(&client).await;
     let ns = TestNamespace::create(&client, prefix).await;
     (client, ns)
+}
+
+/// Creates a TrainJob once the webhooks admit it: Kueue's TrainJob webhook reads runtimes from
+/// its cache, which may not yet have one applied a moment before.
+async fn create_trainjob(client: &Client, ns: &str, manifest: &Value) -> Api<DynamicObject> {
+    create_when_admitted(client, ns, manifest, Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("creating {}: {e}", manifest["metadata"]["name"]))
 }
 
 /// A runtime patch giving the `node` pods `metadata` (KWOK reads its stages from it).
@@ -129,7 +138,7 @@ async fn touch_and_wait_for_a_reconcile(api: &Api<DynamicObject>, name: &str) {
 #[ignore = "needs the local control plane: e2e/cluster up"]
 async fn a_trainjob_on_a_shipped_runtime_completes() {
     let (client, ns) = setup("tj-complete").await;
-    let api = create(
+    let api = create_trainjob(
         &client,
         &ns.name,
         &trainjob("smoke", 2, delay(2), json!({})),
@@ -185,7 +194,7 @@ async fn a_trainjob_on_an_mpi_runtime_completes_with_its_hostfile_and_key() {
     let job = json!({"apiVersion": TRAINER_API, "kind": "TrainJob", "metadata": {"name": "mpi"},
         "spec": {"runtimeRef": {"name": "deepspeed-distributed"},
                  "trainer": {"numNodes": 3, "command": ["mpirun", "--hostfile", "/etc/mpi/hostfile", "true"]}}});
-    let api = create(&client, &ns.name, &job).await;
+    let api = create_trainjob(&client, &ns.name, &job).await;
     let done = wait_condition(&api, "mpi", "Complete", Duration::from_secs(120)).await;
     let names: Vec<&str> = done["jobsStatus"]
         .as_array()
@@ -226,7 +235,7 @@ async fn a_failing_node_fails_the_trainjob() {
         .expect("the runtime");
     let mut job = trainjob("broken", 1, failing, json!({}));
     job["spec"]["runtimeRef"] = json!({"name": "fail-fast", "kind": "TrainingRuntime"});
-    let api = create(&client, &ns.name, &job).await;
+    let api = create_trainjob(&client, &ns.name, &job).await;
     let failed = wait_condition(&api, "broken", "Failed", Duration::from_secs(120)).await;
     // The JobSet's condition, copied whole (JobSet's reason and message).
     assert_eq!(
@@ -242,7 +251,7 @@ async fn a_failing_node_fails_the_trainjob() {
 #[ignore = "needs the local control plane: e2e/cluster up"]
 async fn a_suspended_trainjob_runs_nothing_until_resumed() {
     let (client, ns) = setup("tj-suspend").await;
-    let api = create(
+    let api = create_trainjob(
         &client,
         &ns.name,
         &trainjob("parked", 2, delay(2), json!({"suspend": true})),
@@ -275,7 +284,7 @@ async fn a_suspended_trainjob_runs_nothing_until_resumed() {
 #[ignore = "needs the local control plane: e2e/cluster up"]
 async fn a_trainjob_past_its_deadline_fails_and_its_jobset_goes() {
     let (client, ns) = setup("tj-deadline").await;
-    let api = create(
+    let api = create_trainjob(
         &client,
         &ns.name,
         &trainjob("late", 1, delay(600), json!({"activeDeadlineSeconds": 3})),
@@ -307,7 +316,7 @@ async fn a_trainjob_past_its_deadline_fails_and_its_jobset_goes() {
 #[ignore = "needs the local control plane: e2e/cluster up"]
 async fn a_finished_trainjob_stays_finished_when_its_jobset_is_deleted() {
     let (client, ns) = setup("tj-terminal").await;
-    let api = create(&client, &ns.name, &trainjob("done", 1, delay(1), json!({}))).await;
+    let api = create_trainjob(&client, &ns.name, &trainjob("done", 1, delay(1), json!({}))).await;
     let done = wait_condition(&api, "done", "Complete", Duration::from_secs(120)).await;
     // Trainer v2.3.0 makes the JobSet again here and runs the job twice (kubeflow/trainer#3737).
     jobsets(&client, &ns.name)
@@ -349,7 +358,7 @@ async fn a_trainjob_named_like_a_pytorchjob_fails_with_the_reason() {
         "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": pod}}}});
     let v1 = create(&client, &ns.name, &pytorch).await;
     wait_state(&v1, "shared", "Running", Duration::from_secs(60)).await;
-    let api = create(
+    let api = create_trainjob(
         &client,
         &ns.name,
         &trainjob("shared", 1, delay(1), json!({})),
@@ -389,7 +398,7 @@ async fn a_trainjob_waits_for_a_runtime_that_appears_later() {
     // runtime for topology-aware scheduling), so this one is created as on a cluster without
     // Kueue (e2e/cluster exempts the label from Kueue's webhooks).
     job["metadata"]["labels"] = json!({"trainset.io/e2e-without-kueue": "true"});
-    let api = create(&client, &ns.name, &job).await;
+    let api = create_trainjob(&client, &ns.name, &job).await;
     wait_event(
         &client,
         &ns.name,
@@ -466,7 +475,7 @@ async fn kueue_queues_a_trainjob_and_preempts_it() {
     };
 
     // Held: Kueue's webhook suspended it and added its own (empty) runtime patch.
-    let api = create(&client, &ns.name, &queued("first", "trainset-e2e-low", 600)).await;
+    let api = create_trainjob(&client, &ns.name, &queued("first", "trainset-e2e-low", 600)).await;
     wait_condition(&api, "first", "Suspended", Duration::from_secs(30)).await;
     let object = api.get("first").await.expect("TrainJob");
     let managers: Vec<&str> = object.data["spec"]["runtimePatches"]
@@ -541,7 +550,8 @@ async fn kueue_queues_a_trainjob_and_preempts_it() {
     );
 
     // A higher priority takes the quota: the first is suspended, its pods go, the second runs.
-    let second = create(&client, &ns.name, &queued("second", "trainset-e2e-high", 2)).await;
+    let second =
+        create_trainjob(&client, &ns.name, &queued("second", "trainset-e2e-high", 2)).await;
     wait_for(
         Duration::from_secs(60),
         "the first TrainJob to be preempted",

@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 use jobset_types::JobSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::Api;
 use serde_json::{Value, json};
 use trainset_e2e::differential::{self, Difference, Fact, Facts};
 use trainset_e2e::{
-    Peer, TestNamespace, apply, client, dynamic_api, operator, repo_root, wait_for,
+    Peer, TestNamespace, apply, client, create_when_admitted, operator, repo_root, wait_for,
 };
 
 /// How long an operator may take to create a case's JobSet.
@@ -156,26 +156,8 @@ async fn run_case(
             return (ns, Err(format!("applying runtime: {e}")));
         }
     }
-    // Trainer's webhook looks the runtime up in its informer's cache, which may not have it yet
-    // (kubeflow/trainer's create-ordering race): a refusal is retried for a while.
-    let trainjobs = dynamic_api(client, &case.trainjob, Some(&ns.name));
-    let object: DynamicObject = match serde_json::from_value(case.trainjob.clone()) {
-        Ok(object) => object,
-        Err(e) => return (ns, Err(format!("the TrainJob: {e}"))),
-    };
-    let deadline = Instant::now() + CREATE_LIMIT;
-    loop {
-        match trainjobs.create(&PostParams::default(), &object).await {
-            Ok(_) => break,
-            Err(e) if Instant::now() < deadline => {
-                eprintln!(
-                    "{}: creating the TrainJob under {who}: {e}; retrying",
-                    case.name
-                );
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            Err(e) => return (ns, Err(format!("creating the TrainJob: {e}"))),
-        }
+    if let Err(e) = create_when_admitted(client, &ns.name, &case.trainjob, CREATE_LIMIT).await {
+        return (ns, Err(format!("creating the TrainJob: {e}")));
     }
     let name = case.trainjob["metadata"]["name"]
         .as_str()
