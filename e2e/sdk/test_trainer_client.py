@@ -7,17 +7,16 @@ Run by e2e/sdk/run trainer, which makes the venv, installs the CRDs and runtimes
 and sets KUBECONFIG.
 """
 
-import time
 import uuid
 
 import pytest
+from polling import WAIT, wait_until
 from kubeflow.common.types import KubernetesBackendConfig
 from kubeflow.trainer import CustomTrainer, TrainerClient
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
-WAIT = 180  # seconds any one wait may take
 SHIPPED = {
     "torch-distributed",
     "jax-distributed",
@@ -25,18 +24,6 @@ SHIPPED = {
     "deepspeed-distributed",
     "mlx-distributed",
 }
-
-
-def wait_until(what, check, limit=WAIT):
-    """Polls check() every half second until it returns a true value; fails after limit."""
-    deadline = time.monotonic() + limit
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {limit}s waiting for {what}")
-        time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")

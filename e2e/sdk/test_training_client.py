@@ -6,10 +6,10 @@ SDK's own e2e tests (training-operator v1.9.4, sdk/python/test/e2e) in our words
 Run by e2e/sdk/run training, which makes the venv, starts trainset and sets KUBECONFIG.
 """
 
-import time
 import uuid
 
 import pytest
+from polling import WAIT, wait_until
 from kubeflow.training import TrainingClient
 from kubeflow.training import models as m
 from kubeflow.training.constants import constants
@@ -19,19 +19,6 @@ from kubernetes.client.rest import ApiException
 KWOK_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 KWOK_JITTER = "pod-complete.stage.kwok.x-k8s.io/jitter-delay"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
-WAIT = 180  # seconds any one wait may take
-
-
-def wait_until(what, check, limit=WAIT):
-    """Polls check() every half second until it returns a true value; fails after limit."""
-    deadline = time.monotonic() + limit
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {limit}s waiting for {what}")
-        time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")

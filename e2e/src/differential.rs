@@ -470,6 +470,73 @@ pub fn deviations(readme: &str) -> Result<Vec<Deviation>, String> {
     deviations_under(readme, DEVIATIONS_HEADING)
 }
 
+/// The deviations the repository's README documents under `heading`.
+pub fn documented_deviations(heading: &str) -> Result<Vec<Deviation>, String> {
+    let readme = crate::repo_root().join("README.md");
+    let text =
+        std::fs::read_to_string(&readme).map_err(|e| format!("{}: {e}", readme.display()))?;
+    deviations_under(&text, heading)
+}
+
+/// One case's two runs, each what an operator did or why the case did not run under it.
+pub struct Outcome<T> {
+    pub name: String,
+    /// What the deviation table's second column matches.
+    pub kind: String,
+    pub upstream: Result<T, String>,
+    pub trainset: Result<T, String>,
+}
+
+/// Compares each case's two runs by `facts`, prints the table, the cases that did not run, the
+/// run times and `<tool>: N/M cases identical, K documented deviations, U undocumented`, and
+/// returns whether every case ran and every difference is documented.
+pub fn conclude<T>(
+    tool: &str,
+    outcomes: Vec<Outcome<T>>,
+    facts: impl Fn(&T) -> Facts,
+    known: &[Deviation],
+    times: (std::time::Duration, std::time::Duration),
+) -> bool {
+    let total = outcomes.len();
+    let mut verdicts = Vec::new();
+    let mut failures = Vec::new();
+    for outcome in outcomes {
+        match (outcome.upstream, outcome.trainset) {
+            (Ok(upstream), Ok(trainset)) => {
+                let found = differences(&facts(&upstream), &facts(&trainset));
+                let verdict = judge(&outcome.kind, found, known);
+                verdicts.push((outcome.name, outcome.kind, verdict));
+            }
+            (upstream, trainset) => {
+                for (who, e) in [("upstream", upstream.err()), ("trainset", trainset.err())] {
+                    if let Some(e) = e {
+                        failures.push(format!("{}: under {who}: {e}", outcome.name));
+                    }
+                }
+            }
+        }
+    }
+    print!("{}", report(&verdicts));
+    for failure in &failures {
+        println!("FAILED {failure}");
+    }
+    let identical = verdicts
+        .iter()
+        .filter(|(_, _, v)| v.documented.is_empty() && v.undocumented.is_empty())
+        .count();
+    let documented: usize = verdicts.iter().map(|(_, _, v)| v.documented.len()).sum();
+    let undocumented: usize = verdicts.iter().map(|(_, _, v)| v.undocumented.len()).sum();
+    println!(
+        "upstream run {:.0}s, trainset run {:.0}s",
+        times.0.as_secs_f64(),
+        times.1.as_secs_f64()
+    );
+    println!(
+        "{tool}: {identical}/{total} cases identical, {documented} documented deviations, {undocumented} undocumented"
+    );
+    undocumented == 0 && failures.is_empty()
+}
+
 /// The rows of the first table under `heading`, read as [`deviations`] reads them.
 pub fn deviations_under(readme: &str, heading: &str) -> Result<Vec<Deviation>, String> {
     let section = readme

@@ -10,7 +10,7 @@ pub mod pod;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Event, Namespace};
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config};
@@ -227,6 +227,36 @@ pub async fn create(client: &Client, ns: &str, manifest: &Value) -> Api<DynamicO
         .await
         .unwrap_or_else(|e| panic!("creating {}: {e}", manifest["metadata"]["name"]));
     api
+}
+
+/// Waits until condition `type_` of the object is True; fails at once if the object fails
+/// instead (unless `Failed` is what it waits for).
+pub async fn wait_condition(
+    api: &Api<DynamicObject>,
+    name: &str,
+    type_: &str,
+    limit: Duration,
+) -> Value {
+    wait_for(limit, &format!("{name} to be {type_}"), || async {
+        let status = status(&api.get(name).await.ok()?);
+        if type_ != "Failed" {
+            assert_ne!(condition(&status, "Failed")["status"], "True", "{status}");
+        }
+        (condition(&status, type_)["status"] == "True").then_some(status)
+    })
+    .await
+}
+
+/// The pods in `ns` matching `selector` that are not being deleted.
+pub async fn pods_with(client: &Client, ns: &str, selector: &str) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    pods.list(&ListParams::default().labels(selector))
+        .await
+        .unwrap_or_else(|e| panic!("listing pods {selector}: {e}"))
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect()
 }
 
 /// Creates `manifest` in `ns`, retrying for up to `limit` while an admission webhook refuses it:

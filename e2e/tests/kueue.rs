@@ -16,8 +16,8 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use trainset_e2e::{
-    TestNamespace, apply, client, condition, create, dynamic_api, install_crds, operator, status,
-    wait_for, wait_state,
+    TestNamespace, apply, client, condition, create, dynamic_api, install_crds, operator,
+    pods_with, status, wait_for, wait_state,
 };
 
 const FLAVOR: &str = "trainset-e2e-kwok";
@@ -154,15 +154,8 @@ impl Queues {
     }
 
     async fn pods_of(&self, job: &str) -> Vec<Pod> {
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns.name);
         let selector = format!("training.kubeflow.org/job-name={job}");
-        pods.list(&ListParams::default().labels(&selector))
-            .await
-            .expect("pods")
-            .items
-            .into_iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .collect()
+        pods_with(&self.client, &self.ns.name, &selector).await
     }
 
     async fn jobset(&self, name: &str) -> JobSet {

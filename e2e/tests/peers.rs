@@ -5,26 +5,10 @@
 
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject};
-use serde_json::{Value, json};
+use serde_json::json;
 use trainset_e2e::{
-    Peer, TestNamespace, client, condition, create, create_when_admitted, wait_for,
+    Peer, TestNamespace, client, condition, create, create_when_admitted, wait_condition,
 };
-
-/// Waits until condition `type_` of the job is True, failing at once if it fails instead.
-async fn wait_condition(
-    api: &Api<DynamicObject>,
-    name: &str,
-    type_: &str,
-    limit: Duration,
-) -> Value {
-    wait_for(limit, &format!("{name} to be {type_}"), || async {
-        let status = api.get(name).await.ok()?.data["status"].clone();
-        assert_ne!(condition(&status, "Failed")["status"], "True", "{status}");
-        (condition(&status, type_)["status"] == "True").then_some(status)
-    })
-    .await
-}
 
 #[tokio::test]
 #[ignore = "needs the local control plane (e2e/cluster up) and builds training-operator v1.9.4"]

@@ -13,8 +13,8 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use trainset_e2e::{
     COMPLETE_DELAY, TestNamespace, apply, client, condition, create, create_when_admitted, delay,
-    dynamic_api, http_get, install_crds, install_runtimes, operator, status, wait_event, wait_for,
-    wait_state,
+    dynamic_api, http_get, install_crds, install_runtimes, operator, pods_with, status,
+    wait_condition, wait_event, wait_for, wait_state,
 };
 
 const TRAINER_API: &str = "trainer.kubeflow.org/v1alpha1";
@@ -71,38 +71,17 @@ fn runtime(name: &str, backoff_limit: i32, restart_policy: &str) -> Value {
     }]}}}})
 }
 
-/// Waits until condition `type_` of the TrainJob is True; fails at once if it fails instead
-/// (unless `Failed` is what it waits for).
-async fn wait_condition(
-    api: &Api<DynamicObject>,
-    name: &str,
-    type_: &str,
-    limit: Duration,
-) -> Value {
-    wait_for(limit, &format!("TrainJob {name} to be {type_}"), || async {
-        let status = status(&api.get(name).await.ok()?);
-        if type_ != "Failed" {
-            assert_ne!(condition(&status, "Failed")["status"], "True", "{status}");
-        }
-        (condition(&status, type_)["status"] == "True").then_some(status)
-    })
-    .await
-}
-
 fn jobsets(client: &Client, ns: &str) -> Api<JobSet> {
     Api::namespaced(client.clone(), ns)
 }
 
 async fn pods_of(client: &Client, ns: &str, jobset: &str) -> Vec<Pod> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let selector = format!("jobset.sigs.k8s.io/jobset-name={jobset}");
-    pods.list(&ListParams::default().labels(&selector))
-        .await
-        .expect("pods")
-        .items
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .collect()
+    pods_with(
+        client,
+        ns,
+        &format!("jobset.sigs.k8s.io/jobset-name={jobset}"),
+    )
+    .await
 }
 
 /// How many TrainJob reconciles the shared operator has finished, from its metrics.

@@ -278,11 +278,7 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let readme = repo_root().join("README.md");
-    let known = match std::fs::read_to_string(&readme)
-        .map_err(|e| format!("{}: {e}", readme.display()))
-        .and_then(|text| differential::deviations(&text))
-    {
+    let known = match differential::documented_deviations(differential::DEVIATIONS_HEADING) {
         Ok(k) => k,
         Err(e) => {
             eprintln!("differential: {e}");
@@ -303,52 +299,21 @@ async fn main() -> ExitCode {
     let ours = run_all(&client, &cases, "trainset").await;
     let trainset_time = started.elapsed();
 
-    let mut verdicts = Vec::new();
-    let mut failures = Vec::new();
-    for ((case, peer), trainset) in cases.iter().zip(upstream).zip(ours) {
-        match (peer, trainset) {
-            (Ok(peer), Ok(trainset)) => {
-                let found = differential::differences(
-                    &differential::facts(&peer),
-                    &differential::facts(&trainset),
-                );
-                verdicts.push((
-                    case.name.clone(),
-                    case.kind.clone(),
-                    differential::judge(&case.kind, found, &known),
-                ));
-            }
-            (peer, trainset) => {
-                for (who, e) in [("upstream", peer.err()), ("trainset", trainset.err())] {
-                    if let Some(e) = e {
-                        failures.push(format!("{}: under {who}: {e}", case.name));
-                    }
-                }
-            }
-        }
-    }
-    print!("{}", differential::report(&verdicts));
-    for failure in &failures {
-        println!("FAILED {failure}");
-    }
-    let identical = verdicts
+    let outcomes = cases
         .iter()
-        .filter(|(_, _, v)| v.documented.is_empty() && v.undocumented.is_empty())
-        .count();
-    let documented: usize = verdicts.iter().map(|(_, _, v)| v.documented.len()).sum();
-    let undocumented: usize = verdicts.iter().map(|(_, _, v)| v.undocumented.len()).sum();
-    println!(
-        "upstream run {:.0}s, trainset run {:.0}s",
-        upstream_time.as_secs_f64(),
-        trainset_time.as_secs_f64()
-    );
-    println!(
-        "differential: {identical}/{} cases identical, {documented} documented deviations, {undocumented} undocumented",
-        cases.len()
-    );
-    if undocumented > 0 || !failures.is_empty() {
-        ExitCode::FAILURE
-    } else {
+        .zip(upstream)
+        .zip(ours)
+        .map(|((case, upstream), trainset)| differential::Outcome {
+            name: case.name.clone(),
+            kind: case.kind.clone(),
+            upstream,
+            trainset,
+        })
+        .collect();
+    let times = (upstream_time, trainset_time);
+    if differential::conclude("differential", outcomes, differential::facts, &known, times) {
         ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }

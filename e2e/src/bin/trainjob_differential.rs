@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::Api;
 use serde_json::{Value, json};
-use trainset_e2e::differential::{self, Difference, Fact, Facts};
+use trainset_e2e::differential::{self, Fact, Facts};
 use trainset_e2e::{
     Peer, TestNamespace, apply, client, create_when_admitted, operator, repo_root, wait_for,
 };
@@ -305,11 +305,7 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let readme = repo_root().join("README.md");
-    let known = match std::fs::read_to_string(&readme)
-        .map_err(|e| format!("{}: {e}", readme.display()))
-        .and_then(|text| differential::deviations_under(&text, HEADING))
-    {
+    let known = match differential::documented_deviations(HEADING) {
         Ok(k) => k,
         Err(e) => {
             eprintln!("differential-trainjob: {e}");
@@ -328,50 +324,21 @@ async fn main() -> ExitCode {
     let ours = run_all(&client, &cases, "trainset").await;
     let trainset_time = started.elapsed();
 
-    let mut verdicts = Vec::new();
-    let mut failures = Vec::new();
-    for ((case, peer), trainset) in cases.iter().zip(upstream).zip(ours) {
-        match (peer, trainset) {
-            (Ok(peer), Ok(trainset)) => {
-                let found: Vec<Difference> =
-                    differential::differences(&facts(&peer), &facts(&trainset));
-                verdicts.push((
-                    case.name.clone(),
-                    case.policy.clone(),
-                    differential::judge(&case.policy, found, &known),
-                ));
-            }
-            (peer, trainset) => {
-                for (who, e) in [("Trainer", peer.err()), ("trainset", trainset.err())] {
-                    if let Some(e) = e {
-                        failures.push(format!("{}: under {who}: {e}", case.name));
-                    }
-                }
-            }
-        }
-    }
-    print!("{}", differential::report(&verdicts));
-    for failure in &failures {
-        println!("FAILED {failure}");
-    }
-    let identical = verdicts
+    let outcomes = cases
         .iter()
-        .filter(|(_, _, v)| v.documented.is_empty() && v.undocumented.is_empty())
-        .count();
-    let documented: usize = verdicts.iter().map(|(_, _, v)| v.documented.len()).sum();
-    let undocumented: usize = verdicts.iter().map(|(_, _, v)| v.undocumented.len()).sum();
-    println!(
-        "Trainer run {:.0}s, trainset run {:.0}s",
-        upstream_time.as_secs_f64(),
-        trainset_time.as_secs_f64()
-    );
-    println!(
-        "differential-trainjob: {identical}/{} cases identical, {documented} documented deviations, {undocumented} undocumented",
-        cases.len()
-    );
-    if undocumented > 0 || !failures.is_empty() {
-        ExitCode::FAILURE
-    } else {
+        .zip(upstream)
+        .zip(ours)
+        .map(|((case, upstream), trainset)| differential::Outcome {
+            name: case.name.clone(),
+            kind: case.policy.clone(),
+            upstream,
+            trainset,
+        })
+        .collect();
+    let times = (upstream_time, trainset_time);
+    if differential::conclude("differential-trainjob", outcomes, facts, &known, times) {
         ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
