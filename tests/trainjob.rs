@@ -211,6 +211,12 @@ fn mpi_counts_slots_and_the_hostfile() {
         compile_mpi(json!({"runtimeRef": {"name": "d"}, "trainer": {"env": [{"name": "OMPI_MCA_plm_rsh_args", "value": "x"}]}})).err(),
         Some("spec.trainer.env[0].name: OMPI_MCA_plm_rsh_args is set by the runtime's ML policy".to_owned())
     );
+    // The hostfile is bounded: a TrainJob asking for more nodes than it may list is refused
+    // before anything is built in proportion to it.
+    assert_eq!(
+        compile_mpi(json!({"runtimeRef": {"name": "d"}, "trainer": {"numNodes": i32::MAX}})).err(),
+        Some("spec.trainer.numNodes: the MPI hostfile may list at most 20000 pods".to_owned())
+    );
     // No key given (the Secret exists): no Secret.
     let runtime = deepspeed_runtime();
     let resolved = Runtime {

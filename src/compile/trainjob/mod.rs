@@ -568,7 +568,10 @@ pub fn compile_trainjob(
         namespace: job.namespace().unwrap_or_default(),
         uid: job.uid(),
     };
-    let hostfile = mpi.as_ref().map(|mpi| mpi.hostfile(&spec, &owner, slots));
+    let hostfile = mpi
+        .as_ref()
+        .map(|mpi| mpi.hostfile(&spec, &owner, slots))
+        .transpose()?;
     let ssh_auth = ssh_key.filter(|_| mpi.is_some()).map(|key| {
         let labels = BTreeMap::from([(MANAGED_BY.to_owned(), TRAINSET.to_owned())]);
         ssh_auth_secret(owner.object_meta(ssh_auth_name(&name), labels), key)

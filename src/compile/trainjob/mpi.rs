@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::{MlPolicy, NODE, Node, upsert};
+use crate::api::limits::MAX_TOTAL_REPLICAS;
 use crate::api::trainer::MPIMLPolicySource;
 use crate::compile::CompileError;
 use crate::compile::env;
@@ -23,12 +24,11 @@ pub const LAUNCHER: &str = "launcher";
 const SSH_AUTH_VOLUME: &str = "mpi-ssh-auth";
 const HOSTFILE_VOLUME: &str = "mpi-hostfile";
 const DEFAULT_SSH_PATH: &str = "/root/.ssh";
-const RESERVED: &[&str] = &[
-    "OMPI_MCA_orte_default_hostfile",
-    "OMPI_MCA_plm_rsh_args",
-    "OMPI_MCA_orte_keep_fqdn_hostnames",
-    "OMPI_MCA_orte_set_default_slots",
-];
+const HOSTFILE_ENV: &str = "OMPI_MCA_orte_default_hostfile";
+const RSH_ARGS_ENV: &str = "OMPI_MCA_plm_rsh_args";
+const KEEP_FQDN_ENV: &str = "OMPI_MCA_orte_keep_fqdn_hostnames";
+const DEFAULT_SLOTS_ENV: &str = "OMPI_MCA_orte_set_default_slots";
+const RESERVED: &[&str] = &[HOSTFILE_ENV, RSH_ARGS_ENV, KEEP_FQDN_ENV, DEFAULT_SLOTS_ENV];
 
 /// `<trainjob>-mpi-ssh-auth`.
 pub fn ssh_auth_name(job: &str) -> String {
@@ -131,10 +131,10 @@ impl<'a> Mpi<'a> {
                     upsert(
                         container,
                         &[
-                            env::value(RESERVED[0], HOSTFILE),
-                            env::value(RESERVED[2], "true"),
-                            env::value(RESERVED[3], slots.to_string()),
-                            env::value(RESERVED[1], SSH_ARGS),
+                            env::value(HOSTFILE_ENV, HOSTFILE),
+                            env::value(KEEP_FQDN_ENV, "true"),
+                            env::value(DEFAULT_SLOTS_ENV, slots.to_string()),
+                            env::value(RSH_ARGS_ENV, SSH_ARGS),
                         ],
                     );
                 }
@@ -143,27 +143,45 @@ impl<'a> Mpi<'a> {
     }
 
     /// The hostfile ConfigMap: `<pod address> slots=<n>` for every pod of the `node` replicated
-    /// job (and of the launcher's when it is a node), in the JobSet's order.
-    pub fn hostfile(&self, spec: &JobSetSpec, owner: &Owner, slots: i32) -> ConfigMap {
+    /// job (and of the launcher's when it is a node), in the JobSet's order; at most
+    /// [`MAX_TOTAL_REPLICAS`] lines.
+    pub fn hostfile(
+        &self,
+        spec: &JobSetSpec,
+        owner: &Owner,
+        slots: i32,
+    ) -> Result<ConfigMap, CompileError> {
         let job = owner.name.as_str();
         let subdomain = spec
             .network
             .as_ref()
             .and_then(|n| n.subdomain.clone())
             .unwrap_or_else(|| job.to_owned());
-        let mut text = String::new();
-        for replicated in &spec.replicated_jobs {
-            let listed =
-                replicated.name == NODE || (self.launcher_is_node() && replicated.name == LAUNCHER);
-            if !listed {
-                continue;
-            }
-            let pods = replicated
-                .template
+        let listed =
+            |r: &&ReplicatedJob| r.name == NODE || (self.launcher_is_node() && r.name == LAUNCHER);
+        let pods = |r: &ReplicatedJob| {
+            r.template
                 .spec
                 .as_ref()
                 .and_then(|s| s.parallelism)
-                .unwrap_or(1);
+                .unwrap_or(1)
+        };
+        let hosts = spec
+            .replicated_jobs
+            .iter()
+            .filter(listed)
+            .try_fold(0i64, |sum, r| {
+                sum.checked_add(i64::from(r.replicas.unwrap_or(1)) * i64::from(pods(r)))
+            });
+        if hosts.is_none_or(|hosts| hosts > i64::from(MAX_TOTAL_REPLICAS)) {
+            return Err(CompileError::invalid(
+                "spec.trainer.numNodes",
+                format!("the MPI hostfile may list at most {MAX_TOTAL_REPLICAS} pods"),
+            ));
+        }
+        let mut text = String::new();
+        for replicated in spec.replicated_jobs.iter().filter(listed) {
+            let pods = pods(replicated);
             for index in 0..replicated.replicas.unwrap_or(1) {
                 for pod in 0..pods {
                     text.push_str(&format!(
@@ -175,11 +193,11 @@ impl<'a> Mpi<'a> {
         }
         let (_, key) = HOSTFILE.rsplit_once('/').unwrap_or(("", HOSTFILE));
         let labels = BTreeMap::from([(MANAGED_BY.to_owned(), TRAINSET.to_owned())]);
-        ConfigMap {
+        Ok(ConfigMap {
             metadata: owner.object_meta(hostfile_name(job), labels),
             data: Some(BTreeMap::from([(key.to_owned(), text)])),
             ..ConfigMap::default()
-        }
+        })
     }
 }
 
