@@ -81,6 +81,20 @@ fn a_running_trainjob_has_no_condition_and_the_jobsets_counts() {
         serde_json::to_value(&status.jobs_status).expect("JSON"),
         json!([{"name": "node", "ready": 2, "succeeded": 0, "failed": 0, "active": 2, "suspended": 0}])
     );
+    assert_eq!(
+        (status.start_time.clone(), status.completion_time.clone()),
+        (Some(at(10)), None)
+    );
+    // Kept from the first time it ran.
+    let later = derive(
+        &trainjob(
+            spec(json!({})),
+            serde_json::to_value(&status).expect("JSON"),
+        ),
+        Some(&jobset(json!([]), json!([]))),
+        &at(20),
+    );
+    assert_eq!(later.start_time, Some(at(10)));
 }
 
 #[test]
@@ -95,6 +109,10 @@ fn suspend_and_resume() {
         [triple("Suspended", "True", "Suspended")]
     );
     assert_eq!(suspended.conditions[0].message, "TrainJob is suspended");
+    assert_eq!(
+        suspended.start_time, None,
+        "a suspended TrainJob has not started"
+    );
 
     let resumed = derive(
         &trainjob(
@@ -138,6 +156,9 @@ fn the_jobsets_completion_and_failure_are_copied_whole() {
     );
     assert_eq!(status.conditions[0].last_transition_time, at(90));
     assert!(is_finished(&status));
+    // The additive times: started when first seen running, completed when the JobSet completed.
+    assert_eq!(status.start_time, Some(at(100)));
+    assert_eq!(status.completion_time, Some(at(90)));
 
     let failed = json!([{"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "jobset failed due to one or more job failures", "lastTransitionTime": stamp(91)}]);
     let status = derive(

@@ -134,6 +134,11 @@ async fn a_trainjob_on_a_shipped_runtime_completes() {
         json!([{"name": "node", "ready": 0, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}]),
         "{done}"
     );
+    // trainset's additive times (Trainer v2.3.0 has none).
+    assert!(
+        done["startTime"].is_string() && done["completionTime"].is_string(),
+        "{done}"
+    );
     // The JobSet is the TrainJob's, with the runtime's shape and both nodes.
     let jobset = jobsets(&client, &ns.name)
         .get("smoke")

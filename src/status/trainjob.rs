@@ -1,6 +1,7 @@
 //! A TrainJob's status, v2's way (`shared/reference/trainer-v2.md` §1.3, §2.7): conditions
 //! `Suspended`, `Complete` and `Failed` only (the Kubeflow SDK reads any other condition as "not
-//! running yet"), and `jobsStatus` copied from the JobSet (Kueue counts active Jobs by it). Unlike
+//! running yet"), and `jobsStatus` copied from the JobSet (Kueue counts active Jobs by it); the
+//! additive `startTime` and `completionTime` Trainer lacks (KEP-2899). Unlike
 //! Trainer v2.3.0, a finished TrainJob stays finished whatever happens to its JobSet afterwards
 //! (kubeflow/trainer#3737, #3779). Pure: the caller passes the JobSet it observed and the time.
 
@@ -71,6 +72,9 @@ pub fn derive(job: &TrainJob, jobset: Option<&JobSet>, now: &Time) -> TrainJobSt
             condition(SUSPENDED, false, RESUMED, "TrainJob is resumed", now),
         );
     }
+    if jobset.is_some() && job.spec.suspend != Some(true) && status.start_time.is_none() {
+        status.start_time = Some(now.clone());
+    }
     let Some(observed) = jobset.and_then(|js| js.status.as_ref()) else {
         return status;
     };
@@ -92,6 +96,14 @@ pub fn derive(job: &TrainJob, jobset: Option<&JobSet>, now: &Time) -> TrainJobSt
             );
         }
     }
+    if is_finished(&status) {
+        let ended = status
+            .conditions
+            .iter()
+            .find(|c| (c.type_ == COMPLETE || c.type_ == FAILED) && c.status == "True")
+            .map(|c| c.last_transition_time.clone());
+        status.completion_time = ended;
+    }
     status.jobs_status = observed
         .replicated_jobs_status
         .iter()
@@ -112,6 +124,7 @@ pub fn derive(job: &TrainJob, jobset: Option<&JobSet>, now: &Time) -> TrainJobSt
 pub fn fail(mut status: TrainJobStatus, reason: &str, message: &str, now: &Time) -> TrainJobStatus {
     if !is_finished(&status) {
         set(&mut status, condition(FAILED, true, reason, message, now));
+        status.completion_time = Some(now.clone());
     }
     status
 }

@@ -171,6 +171,13 @@ pub struct TrainJobStatus {
     pub jobs_status: Vec<JobStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trainer_status: Option<TrainerStatus>,
+    /// When the TrainJob's JobSet first ran unsuspended (trainset's, additive: Trainer v2.3.0
+    /// has no such field, KEP-2899 proposes it; clients that do not know it ignore it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    /// When the TrainJob became `Complete` or `Failed` (trainset's, additive like `startTime`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
 }
 
 /// Counts of the Jobs (not pods) of one replicated job, copied from the JobSet.
