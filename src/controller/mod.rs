@@ -135,6 +135,19 @@ impl Context {
         self.failures.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// What to do after `error` on the object `key` (both families' error policy): retry
+    /// transient errors with backoff, counting them; wait for a change after a permanent one.
+    fn after_error(&self, key: String, error: &Error) -> Action {
+        let mut failures = self.failures();
+        if error.is_permanent() {
+            failures.remove(&key);
+            return Action::await_change();
+        }
+        let count = failures.entry(key).or_insert(0);
+        *count = count.saturating_add(1);
+        Action::requeue(backoff(*count))
+    }
+
     fn status_writes(&self) -> MutexGuard<'_, HashMap<String, StatusWrite>> {
         self.status_writes
             .lock()
@@ -317,14 +330,7 @@ async fn controller<K: Served>(
 /// Transient errors are retried with backoff (the count resets on success and is forgotten with
 /// the object); an error that waiting cannot heal waits for a change of the job instead.
 fn error_policy<K: Served>(job: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
-    if error.is_permanent() {
-        ctx.failures().remove(&object_key(job.as_ref()));
-        return Action::await_change();
-    }
-    let mut failures = ctx.failures();
-    let count = failures.entry(object_key(job.as_ref())).or_insert(0);
-    *count = count.saturating_add(1);
-    Action::requeue(backoff(*count))
+    ctx.after_error(object_key(job.as_ref()), error)
 }
 
 async fn reconcile<K: Served>(job: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {

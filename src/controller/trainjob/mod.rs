@@ -22,7 +22,7 @@ use kube::{Client, Resource, ResourceExt};
 
 use super::apply::{self, Applied};
 use super::caches::Trigger;
-use super::{Context, Error, FIELD_MANAGER, Shutdown, backoff, kube_error, report};
+use super::{Context, Error, FIELD_MANAGER, Shutdown, kube_error, report};
 use crate::api::trainer::{AnyRuntime, ClusterTrainingRuntime, TrainJob, TrainingRuntime};
 use crate::compile::SshKeyPair;
 use crate::compile::trainjob::{self, Runtime, RuntimeKind, snapshot};
@@ -204,14 +204,7 @@ fn job_key(job: &TrainJob) -> String {
 /// Transient errors (a missing runtime among them) are retried with backoff; an error that
 /// waiting cannot heal waits for a change of the TrainJob.
 fn error_policy(job: Arc<TrainJob>, error: &Error, ctx: Arc<TrainJobContext>) -> Action {
-    if error.is_permanent() {
-        ctx.base.failures().remove(&job_key(&job));
-        return Action::await_change();
-    }
-    let mut failures = ctx.base.failures();
-    let count = failures.entry(job_key(&job)).or_insert(0);
-    *count = count.saturating_add(1);
-    Action::requeue(backoff(*count))
+    ctx.base.after_error(job_key(&job), error)
 }
 
 async fn reconcile(job: Arc<TrainJob>, ctx: Arc<TrainJobContext>) -> Result<Action, Error> {
