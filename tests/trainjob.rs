@@ -43,11 +43,15 @@ fn trainjob(spec: Value) -> TrainJob {
 }
 
 fn compile(runtime: Value, spec: Value) -> Result<Value, String> {
+    compile_named(runtime, "torch-distributed", spec)
+}
+
+fn compile_named(runtime: Value, name: &str, spec: Value) -> Result<Value, String> {
     let runtime: TrainingRuntimeSpec = serde_json::from_value(runtime).expect("a runtime");
     let job = trainjob(spec);
     let resolved = Runtime {
         kind: RuntimeKind::Cluster,
-        name: "torch-distributed",
+        name,
         spec: &runtime,
     };
     compile_trainjob(&job, &resolved, None)
@@ -530,11 +534,34 @@ mod properties {
         ]
     }
 
+    /// torchtune's args: the ones that choose a recipe, a path only the runtime may set, others.
+    fn tune_arg() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("model.quantize_base=True".to_owned()),
+            Just("model.use_dora=true".to_owned()),
+            Just("model.lora_attn_modules=[q_proj]".to_owned()),
+            Just("output_dir=/x".to_owned()),
+            "[a-z.=]{0,6}",
+        ]
+    }
+
+    fn runtime_name() -> impl Strategy<Value = &'static str> {
+        prop_oneof![
+            Just("torch-distributed"),
+            Just("torchtune-llama3.2-1b"),
+            Just("torchtune-llama3.3-70b"),
+            Just("torchtune-qwen2.5-1.5b"),
+            Just("torchtune-x-y"),
+            Just("torchtune-"),
+        ]
+    }
+
     fn runtime() -> impl Strategy<Value = Value> {
         (
             prop_oneof![
                 Just(Value::Null),
                 Just(json!({"torch": {}})),
+                Just(json!({"torch": {"envInjection": {"targets": [{"jobName": "node", "containerNames": ["a"]}]}}})),
                 Just(json!({"jax": {}, "numNodes": 3})),
                 Just(json!({"xgboost": {}, "numNodes": -1})),
                 Just(json!({"mpi": {}})),
@@ -570,8 +597,9 @@ mod properties {
             proptest::option::of(prop_oneof![Just("PET_NNODES"), Just("JAX_PROCESS_ID"), Just("X")]),
             proptest::collection::vec((name(), name()), 0..3),
             any::<bool>(),
+            proptest::option::of(proptest::collection::vec(tune_arg(), 0..4)),
         )
-            .prop_map(|(nodes, procs, per_node, env, patches, suspend)| {
+            .prop_map(|(nodes, procs, per_node, env, patches, suspend, tune)| {
                 let patches: Vec<Value> = patches
                     .into_iter()
                     .enumerate()
@@ -585,6 +613,10 @@ mod properties {
                 if let Some(env) = env {
                     trainer["env"] = json!([{"name": env, "value": "1"}]);
                 }
+                if let Some(args) = tune {
+                    trainer["command"] = json!(["tune", "run"]);
+                    trainer["args"] = json!(args);
+                }
                 json!({"runtimeRef": {"name": "r"}, "trainer": trainer, "runtimePatches": patches, "suspend": suspend,
                        "initializer": {"dataset": {"storageUri": "s3://b/k", "secretRef": {"name": "s"}}}})
             })
@@ -594,9 +626,9 @@ mod properties {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
         #[test]
-        fn compile_never_panics_and_is_deterministic(runtime in runtime(), spec in trainjob_spec()) {
-            let first = super::compile(runtime.clone(), spec.clone());
-            let second = super::compile(runtime, spec);
+        fn compile_never_panics_and_is_deterministic(runtime in runtime(), name in runtime_name(), spec in trainjob_spec()) {
+            let first = super::compile_named(runtime.clone(), name, spec.clone());
+            let second = super::compile_named(runtime, name, spec);
             prop_assert_eq!(first, second);
         }
     }
@@ -682,13 +714,323 @@ spec:
     }
 }
 
+/// The spec of a shipped torchtune runtime (`deploy/runtimes/torchtune.yaml`).
+fn torchtune_runtime(name: &str) -> Value {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/runtimes/torchtune.yaml"
+    ))
+    .expect("deploy/runtimes/torchtune.yaml");
+    serde_norway::Deserializer::from_str(&text)
+        .map(|document| <Value as serde::Deserialize>::deserialize(document).expect("YAML"))
+        .find(|runtime| runtime["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no runtime {name}"))["spec"]
+        .clone()
+}
+
+/// The TrainJob the SDK's `train()` makes for a `BuiltinTrainer` (`TorchTuneConfig` with LoRA and
+/// a dataset config) with Hugging Face initializers, on one node of two GPUs.
+#[test]
+fn an_sdk_builtin_trainer_on_a_torchtune_runtime() {
+    let jobset = compile_named(
+        torchtune_runtime("torchtune-llama3.2-1b"),
+        "torchtune-llama3.2-1b",
+        json!({
+            "runtimeRef": {"name": "torchtune-llama3.2-1b"},
+            "initializer": {
+                "dataset": {"storageUri": "hf://tatsu-lab/alpaca/data"},
+                "model": {"storageUri": "hf://meta-llama/Llama-3.2-1B-Instruct"}
+            },
+            "trainer": {
+                "numNodes": 1,
+                "resourcesPerNode": {"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "2"}},
+                "command": ["tune", "run"],
+                "args": ["dtype=bf16", "batch_size=2", "epochs=1", "dataset.data_dir=/workspace/dataset/data",
+                         "model.lora_rank=8", "model.lora_attn_modules=[q_proj,v_proj]",
+                         "dataset=torchtune.datasets.instruct_dataset", "dataset.source=parquet"]
+            }
+        }),
+    )
+    .expect("compiles");
+    let yaml = serde_norway::to_string(&jobset).expect("YAML");
+    insta::assert_snapshot!(yaml);
+}
+
+/// torchtune's command (recipe, config, rendezvous, the runtime's paths) and Trainer's torchtune
+/// rules, each an error naming the field.
+#[test]
+fn torchtune_recipes_configs_and_rules() {
+    let tune = |runtime: &str, trainer: Value| -> Result<Vec<String>, String> {
+        // Other names reuse the 1B runtime's template: the model is read from the name.
+        let shipped = ["torchtune-llama3.2-3b", "torchtune-qwen2.5-1.5b"];
+        let spec = torchtune_runtime(if shipped.contains(&runtime) {
+            runtime
+        } else {
+            "torchtune-llama3.2-1b"
+        });
+        let mut trainer = trainer;
+        trainer["command"] = json!(["tune", "run"]);
+        let jobset = compile_named(
+            spec,
+            runtime,
+            json!({"runtimeRef": {"name": runtime}, "trainer": trainer}),
+        )?;
+        let node = &jobset["spec"]["replicatedJobs"][2]["template"]["spec"]["template"]["spec"]["containers"]
+            [0];
+        assert_eq!(
+            env_value(node, "PET_MASTER_ADDR"),
+            Value::Null,
+            "torchtune rendezvous is its own"
+        );
+        assert_eq!(
+            env_value(node, "PET_NNODES"),
+            json!(trainer["numNodes"].as_i64().unwrap_or(1).to_string())
+        );
+        Ok(serde_json::from_value(node["command"].clone()).expect("a command"))
+    };
+    let paths = [
+        "output_dir=/workspace/output",
+        "tokenizer.path=/workspace/model/original/tokenizer.model",
+        "checkpointer.checkpoint_dir=/workspace/model",
+    ];
+    let with_paths = |head: &[&str]| -> Vec<String> {
+        head.iter()
+            .chain(paths.iter())
+            .map(|s| (*s).to_owned())
+            .collect()
+    };
+    let one_gpu = json!({"limits": {"nvidia.com/gpu": "1"}});
+
+    // The runtime's two GPUs: distributed, with the first node as the rendezvous.
+    assert_eq!(
+        tune("torchtune-llama3.2-1b", json!({})),
+        Ok(with_paths(&[
+            "tune",
+            "run",
+            "--rdzv_endpoint=tj-node-0-0.tj:29500",
+            "full_finetune_distributed",
+            "--config",
+            "llama3_2/1B_full"
+        ]))
+    );
+    // One GPU: one device, no rendezvous.
+    assert_eq!(
+        tune(
+            "torchtune-llama3.2-1b",
+            json!({"resourcesPerNode": one_gpu})
+        ),
+        Ok(with_paths(&[
+            "tune",
+            "run",
+            "full_finetune_single_device",
+            "--config",
+            "llama3_2/1B_full_single_device"
+        ]))
+    );
+    assert_eq!(
+        tune(
+            "torchtune-llama3.2-3b",
+            json!({"numProcPerNode": 1, "args": ["model.lora_attn_modules=[q_proj]"]})
+        ),
+        Ok([
+            "tune",
+            "run",
+            "lora_finetune_single_device",
+            "--config",
+            "llama3_2/3B_lora_single_device",
+            "output_dir=/workspace/output",
+            "tokenizer.path=/workspace/model/original/tokenizer.model",
+            "checkpointer.checkpoint_dir=/workspace/model"
+        ]
+        .map(str::to_owned)
+        .to_vec())
+    );
+    assert_eq!(
+        tune(
+            "torchtune-llama3.2-1b",
+            json!({"resourcesPerNode": one_gpu, "args": ["model.quantize_base=True"]})
+        ),
+        Ok(with_paths(&[
+            "tune",
+            "run",
+            "lora_finetune_single_device",
+            "--config",
+            "llama3_2/1B_qlora_single_device"
+        ]))
+    );
+    // Qwen's tokenizer has a merges file.
+    assert_eq!(
+        tune(
+            "torchtune-qwen2.5-1.5b",
+            json!({"numProcPerNode": 4, "args": ["model.lora_attn_modules=[q_proj]"]})
+        ),
+        Ok([
+            "tune",
+            "run",
+            "--rdzv_endpoint=tj-node-0-0.tj:29500",
+            "lora_finetune_distributed",
+            "--config",
+            "qwen2_5/1.5B_lora",
+            "output_dir=/workspace/output",
+            "tokenizer.path=/workspace/model/vocab.json",
+            "tokenizer.merges_file=/workspace/model/merges.txt",
+            "checkpointer.checkpoint_dir=/workspace/model"
+        ]
+        .map(str::to_owned)
+        .to_vec())
+    );
+    // 70B: many nodes, and QLoRA across one node's devices.
+    assert_eq!(
+        tune("torchtune-llama3.3-70b", json!({"numNodes": 2})),
+        Ok(with_paths(&[
+            "tune",
+            "run",
+            "--rdzv_endpoint=tj-node-0-0.tj:29500",
+            "full_finetune_distributed",
+            "--config",
+            "llama3_3/70B_full_multinode"
+        ]))
+    );
+    assert_eq!(
+        tune(
+            "torchtune-llama3.3-70b",
+            json!({"args": ["model.quantize_base=True"]})
+        ),
+        Ok(with_paths(&[
+            "tune",
+            "run",
+            "--rdzv_endpoint=tj-node-0-0.tj:29500",
+            "lora_finetune_distributed",
+            "--config",
+            "llama3_3/70B_qlora"
+        ]))
+    );
+    // DoRA on a quantized base is not QLoRA.
+    assert_eq!(
+        tune(
+            "torchtune-llama3.2-1b",
+            json!({"args": ["model.quantize_base=True", "model.use_dora=True"]})
+        ),
+        Ok(with_paths(&[
+            "tune",
+            "run",
+            "--rdzv_endpoint=tj-node-0-0.tj:29500",
+            "full_finetune_distributed",
+            "--config",
+            "llama3_2/1B_full"
+        ]))
+    );
+
+    let field = |result: Result<Vec<String>, String>| -> String {
+        let error = result.expect_err("refused");
+        error.split(':').next().unwrap_or_default().to_owned()
+    };
+    assert_eq!(
+        field(tune("torch-distributed", json!({}))),
+        "spec.runtimeRef.name"
+    );
+    assert_eq!(
+        field(tune("torchtune-mistral-7b", json!({}))),
+        "spec.runtimeRef.name"
+    );
+    assert_eq!(
+        field(tune("torchtune-llama3.2-1b", json!({"numNodes": 2}))),
+        "spec.trainer.numNodes"
+    );
+    assert_eq!(
+        field(tune(
+            "torchtune-llama3.3-70b",
+            json!({"numNodes": 2, "args": ["model.lora_attn_modules=[q_proj]"]})
+        )),
+        "spec.trainer.numNodes"
+    );
+    assert_eq!(
+        field(tune(
+            "torchtune-qwen2.5-1.5b",
+            json!({"resourcesPerNode": one_gpu, "args": ["model.quantize_base=True"]})
+        )),
+        "spec.runtimeRef.name"
+    );
+    assert_eq!(
+        field(tune(
+            "torchtune-llama3.2-3b",
+            json!({"args": ["model.quantize_base=true"]})
+        )),
+        "spec.trainer.numProcPerNode"
+    );
+    assert_eq!(
+        field(tune(
+            "torchtune-llama3.2-1b",
+            json!({"args": ["epochs=1", "output_dir=/tmp/out"]})
+        )),
+        "spec.trainer.args[1]"
+    );
+}
+
+/// Without `tune run` a torchtune runtime is a torch runtime: the TrainJob's command and torchrun's
+/// master variables.
+#[test]
+fn another_command_on_a_torchtune_runtime_is_plain_torch() {
+    let jobset = compile_named(
+        torchtune_runtime("torchtune-llama3.2-1b"),
+        "torchtune-llama3.2-1b",
+        json!({"runtimeRef": {"name": "torchtune-llama3.2-1b"}, "trainer": {"command": ["python", "tune.py"]}}),
+    )
+    .expect("compiles");
+    let node = &jobset["spec"]["replicatedJobs"][2]["template"]["spec"]["template"]["spec"]["containers"]
+        [0];
+    assert_eq!(node["command"], json!(["python", "tune.py"]));
+    assert_eq!(env_value(node, "PET_MASTER_ADDR"), "tj-node-0-0.tj");
+    assert_eq!(env_value(node, "PET_NPROC_PER_NODE"), "auto");
+}
+
+/// `envInjection`: the named containers and init containers of other replicated jobs get the
+/// `PET_*` variables, the master's too; a target the runtime lacks is an error.
+#[test]
+fn torch_env_injection_targets() {
+    let mut runtime = with_policy(
+        json!({"numNodes": 2, "torch": {"envInjection": {"targets": [
+            {"jobName": "node", "containerNames": ["wait-for-master"]},
+            {"jobName": "metrics", "containerNames": ["exporter"]}
+        ]}}}),
+    );
+    runtime["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["initContainers"] =
+        json!([{"name": "wait-for-master", "image": "busybox"}]);
+    let metrics = json!({"name": "metrics", "template": {"spec": {"template": {"spec": {
+        "containers": [{"name": "exporter", "image": "exporter"}]}}}}});
+    runtime["template"]["spec"]["replicatedJobs"]
+        .as_array_mut()
+        .expect("jobs")
+        .push(metrics);
+    let jobset = compile(runtime.clone(), json!({"runtimeRef": {"name": "t"}})).expect("compiles");
+    let init = &jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["initContainers"]
+        [0];
+    let exporter = &jobset["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["containers"]
+        [0];
+    for container in [init, exporter] {
+        assert_eq!(env_value(container, "PET_NNODES"), "2");
+        assert_eq!(env_value(container, "PET_NPROC_PER_NODE"), "auto");
+        assert_eq!(env_value(container, "PET_MASTER_ADDR"), "tj-node-0-0.tj");
+        assert_eq!(env_value(container, "PET_MASTER_PORT"), "29500");
+        assert_eq!(
+            env_value(container, "PET_NODE_RANK"),
+            json!({"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}})
+        );
+    }
+    runtime["mlPolicy"]["torch"]["envInjection"]["targets"][1]["containerNames"] =
+        json!(["missing"]);
+    let error = compile(runtime, json!({"runtimeRef": {"name": "t"}})).expect_err("refused");
+    assert!(
+        error.starts_with("spec.runtimeRef: ") && error.contains("\"missing\""),
+        "{error}"
+    );
+}
+
 /// The runtimes trainset ships (`deploy/runtimes/`): what the Kubeflow SDK requires of a runtime
 /// (the framework label, an ML policy, a trainer `node` container with an image), and an
 /// SDK-shaped TrainJob renders against each.
 #[test]
 fn every_shipped_runtime_is_what_the_sdk_expects_and_renders() {
-    use trainset::api::trainer::ClusterTrainingRuntime;
-    use trainset::render::{Format, render};
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/runtimes");
     let kustomization: serde_json::Value = serde_norway::from_str(
         &std::fs::read_to_string(format!("{dir}/kustomization.yaml")).expect("kustomization"),
@@ -712,80 +1054,13 @@ fn every_shipped_runtime_is_what_the_sdk_expects_and_renders() {
         }
         assert!(listed.contains(&file), "{file} is not in the kustomization");
         let text = std::fs::read_to_string(&path).expect("runtime");
-        let first = serde_norway::Deserializer::from_str(&text)
-            .next()
-            .unwrap_or_else(|| panic!("{file} is empty"));
-        let value = <serde_json::Value as serde::Deserialize>::deserialize(first)
-            .unwrap_or_else(|e| panic!("{file}: {e}"));
-        if value["kind"] != "ClusterTrainingRuntime" {
-            continue;
+        for document in serde_norway::Deserializer::from_str(&text) {
+            let value = <serde_json::Value as serde::Deserialize>::deserialize(document)
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
+            if value["kind"] == "ClusterTrainingRuntime" {
+                names.push(check_shipped_runtime(value, &text));
+            }
         }
-        let runtime: ClusterTrainingRuntime =
-            serde_json::from_value(value).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let name = runtime.metadata.name.clone().expect("name");
-        let labels = runtime.metadata.labels.clone().unwrap_or_default();
-        assert!(
-            labels.contains_key("trainer.kubeflow.org/framework"),
-            "{name}"
-        );
-        let spec = &runtime.spec.runtime;
-        assert!(spec.ml_policy.is_some(), "{name}");
-        let jobs = &spec
-            .template
-            .as_ref()
-            .and_then(|t| t.spec.as_ref())
-            .expect("spec")
-            .replicated_jobs;
-        let trainer = jobs
-            .iter()
-            .find(|job| {
-                job.template
-                    .metadata
-                    .as_ref()
-                    .and_then(|m| m.labels.as_ref())
-                    .is_some_and(|l| {
-                        l.get("trainer.kubeflow.org/trainjob-ancestor-step")
-                            .map(String::as_str)
-                            == Some("trainer")
-                    })
-            })
-            .unwrap_or_else(|| panic!("{name}: no trainer replicated job"));
-        let pod = trainer
-            .template
-            .spec
-            .as_ref()
-            .and_then(|s| s.template.spec.as_ref())
-            .expect("pod");
-        assert!(
-            pod.containers
-                .iter()
-                .any(|c| c.name == "node" && c.image.is_some()),
-            "{name}: no node container with an image"
-        );
-        let job = format!(
-            "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {{name: sdk}}\nspec:\n  runtimeRef: {{name: {name}, kind: ClusterTrainingRuntime}}\n  trainer: {{numNodes: 2, command: [bash, -c, run], resourcesPerNode: {{requests: {{cpu: '2'}}, limits: {{cpu: '2'}}}}}}\n"
-        );
-        let rendered = render(&job, &text, "default", None, Format::Json)
-            .unwrap_or_else(|e| panic!("{name}: {e:?}"));
-        let objects: serde_json::Value = serde_json::from_str(&rendered).expect("a List");
-        let items = objects["items"].as_array().expect("items");
-        // Two nodes: one pod each, whether all are the trainer's or a launcher leads them.
-        let pods: i64 = items[0]["spec"]["replicatedJobs"]
-            .as_array()
-            .expect("replicated jobs")
-            .iter()
-            .map(|r| r["template"]["spec"]["parallelism"].as_i64().unwrap_or(1))
-            .sum();
-        assert_eq!(pods, 2, "{name}: {rendered}");
-        let kinds: Vec<&str> = items.iter().filter_map(|o| o["kind"].as_str()).collect();
-        let mpi = spec.ml_policy.as_ref().is_some_and(|m| m.mpi.is_some());
-        let expected: &[&str] = if mpi {
-            &["JobSet", "ConfigMap", "Secret"]
-        } else {
-            &["JobSet"]
-        };
-        assert_eq!(kinds, expected, "{name}");
-        names.push(name);
     }
     names.sort();
     assert_eq!(
@@ -795,7 +1070,105 @@ fn every_shipped_runtime_is_what_the_sdk_expects_and_renders() {
             "jax-distributed",
             "mlx-distributed",
             "torch-distributed",
+            "torchtune-llama3.2-1b",
+            "torchtune-llama3.2-3b",
+            "torchtune-qwen2.5-1.5b",
             "xgboost-distributed"
         ]
     );
+}
+
+/// One shipped runtime: what the SDK requires of it, and the TrainJob the SDK's `train()` makes
+/// for it (a `CustomTrainer` on two nodes; torchtune's `BuiltinTrainer` on one) renders.
+fn check_shipped_runtime(value: serde_json::Value, text: &str) -> String {
+    use trainset::api::trainer::ClusterTrainingRuntime;
+    use trainset::render::{Format, render};
+    let runtime: ClusterTrainingRuntime =
+        serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"));
+    let name = runtime.metadata.name.clone().expect("name");
+    let labels = runtime.metadata.labels.clone().unwrap_or_default();
+    assert!(
+        labels.contains_key("trainer.kubeflow.org/framework"),
+        "{name}"
+    );
+    let spec = &runtime.spec.runtime;
+    assert!(spec.ml_policy.is_some(), "{name}");
+    let jobs = &spec
+        .template
+        .as_ref()
+        .and_then(|t| t.spec.as_ref())
+        .expect("spec")
+        .replicated_jobs;
+    let trainer = jobs
+        .iter()
+        .find(|job| {
+            job.template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.labels.as_ref())
+                .is_some_and(|l| {
+                    l.get("trainer.kubeflow.org/trainjob-ancestor-step")
+                        .map(String::as_str)
+                        == Some("trainer")
+                })
+        })
+        .unwrap_or_else(|| panic!("{name}: no trainer replicated job"));
+    let pod = trainer
+        .template
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .expect("pod");
+    assert!(
+        pod.containers
+            .iter()
+            .any(|c| c.name == "node" && c.image.is_some()),
+        "{name}: no node container with an image"
+    );
+    let torchtune = labels
+        .get("trainer.kubeflow.org/framework")
+        .map(String::as_str)
+        == Some("torchtune");
+    let trainer = if torchtune {
+        "{command: [tune, run], args: [epochs=1], resourcesPerNode: {limits: {nvidia.com/gpu: '2'}}}"
+    } else {
+        "{numNodes: 2, command: [bash, -c, run], resourcesPerNode: {requests: {cpu: '2'}, limits: {cpu: '2'}}}"
+    };
+    let job = format!(
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {{name: sdk}}\nspec:\n  runtimeRef: {{name: {name}, kind: ClusterTrainingRuntime}}\n  trainer: {trainer}\n"
+    );
+    let rendered = render(&job, text, "default", None, Format::Json)
+        .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+    let objects: serde_json::Value = serde_json::from_str(&rendered).expect("a List");
+    let items = objects["items"].as_array().expect("items");
+    let jobs = items[0]["spec"]["replicatedJobs"]
+        .as_array()
+        .expect("replicated jobs");
+    let pods: i64 = jobs
+        .iter()
+        .map(|r| r["template"]["spec"]["parallelism"].as_i64().unwrap_or(1))
+        .sum();
+    if torchtune {
+        // The two initializers and one node, which runs a distributed recipe on its two GPUs.
+        assert_eq!(pods, 3, "{name}: {rendered}");
+        let node = jobs.iter().find(|r| r["name"] == "node").expect("node");
+        let command = &node["template"]["spec"]["template"]["spec"]["containers"][0]["command"];
+        assert_eq!(
+            command[2], "--rdzv_endpoint=sdk-node-0-0.sdk:29500",
+            "{name}"
+        );
+        assert_eq!(command[3], "full_finetune_distributed", "{name}");
+    } else {
+        // Two nodes: one pod each, whether all are the trainer's or a launcher leads them.
+        assert_eq!(pods, 2, "{name}: {rendered}");
+    }
+    let kinds: Vec<&str> = items.iter().filter_map(|o| o["kind"].as_str()).collect();
+    let mpi = spec.ml_policy.as_ref().is_some_and(|m| m.mpi.is_some());
+    let expected: &[&str] = if mpi {
+        &["JobSet", "ConfigMap", "Secret"]
+    } else {
+        &["JobSet"]
+    };
+    assert_eq!(kinds, expected, "{name}");
+    name
 }

@@ -3,8 +3,8 @@
 //! patches merged in order, `resourcesPerNode` merged into the trainer's `node` container, the
 //! node count, the ML policy's env and port (one file per policy behind [`MlPolicy`]), the
 //! initializers' and the trainer's settings, suspension and ownership; for MPI runtimes also the
-//! hostfile ConfigMap and the SSH Secret. Pure, like the v1 compiler. Not yet: the Flux policy,
-//! torchtune's command assembly.
+//! hostfile ConfigMap and the SSH Secret; torchtune's `tune run` command. Pure, like the v1
+//! compiler. Not yet: the Flux policy.
 
 mod jax;
 mod merge;
@@ -12,6 +12,7 @@ mod mpi;
 mod plain;
 pub mod snapshot;
 mod torch;
+mod torchtune;
 mod xgboost;
 
 use std::collections::BTreeMap;
@@ -27,7 +28,9 @@ use serde_json::Value;
 use super::meta::{MANAGED_BY, Owner, TRAINSET};
 use super::mpi::{SshKeyPair, ssh_auth_secret};
 use super::{CompileError, Compiled};
-use crate::api::trainer::{GROUP, InitializerSource, TrainJob, Trainer, TrainingRuntimeSpec};
+use crate::api::trainer::{
+    GROUP, InitializerSource, MLPolicy, TrainJob, Trainer, TrainingRuntimeSpec,
+};
 
 /// Binds a replicated job (on its Job template's labels) to a part of the TrainJob.
 pub const ANCESTOR_STEP: &str = "trainer.kubeflow.org/trainjob-ancestor-step";
@@ -95,10 +98,11 @@ pub struct Runtime<'a> {
 /// What a policy knows of the trainer's nodes.
 pub struct Node<'a> {
     job: &'a str,
+    /// The runtime's name (torchtune reads the model from it).
+    pub runtime: &'a str,
     /// Pods of the trainer's replicated job.
     pub count: i32,
-    /// `spec.trainer.numProcPerNode`.
-    pub num_proc_per_node: Option<i32>,
+    pub trainer: Option<&'a Trainer>,
     /// GPUs and CPUs (rounded up) per node, from the `node` container's merged resources.
     pub gpus: i64,
     pub cpus: i64,
@@ -111,12 +115,27 @@ impl Node<'_> {
     }
 }
 
-/// What an ML policy adds to the trainer's `node` container.
+/// What an ML policy adds to the trainer's `node` container, and to other containers.
 trait MlPolicy {
     /// Env names `spec.trainer.env` may not set.
     fn reserved(&self) -> &'static [&'static str];
     fn port(&self) -> Option<i32>;
     fn env(&self, node: &Node<'_>) -> Vec<EnvVar>;
+
+    /// The trainer's command when the policy writes it (torchtune's `tune run`), given the
+    /// runtime's `node` command; `None` leaves `spec.trainer.command` (or the runtime's) as is.
+    fn command(
+        &self,
+        _node: &Node<'_>,
+        _runtime_command: &[String],
+    ) -> Result<Option<Vec<String>>, CompileError> {
+        Ok(None)
+    }
+
+    /// What the policy adds to containers other than the trainer's (torch's `envInjection`).
+    fn inject(&self, _spec: &mut JobSetSpec, _node: &Node<'_>) -> Result<(), CompileError> {
+        Ok(())
+    }
 }
 
 fn policy(spec: &TrainingRuntimeSpec) -> Result<Box<dyn MlPolicy + '_>, CompileError> {
@@ -135,8 +154,8 @@ fn policy(spec: &TrainingRuntimeSpec) -> Result<Box<dyn MlPolicy + '_>, CompileE
     if ml.flux.is_some() {
         return Err(unsupported("flux"));
     }
-    Ok(if ml.torch.is_some() {
-        Box::new(torch::Torch)
+    Ok(if let Some(source) = &ml.torch {
+        Box::new(torch::Torch { source })
     } else if ml.jax.is_some() {
         Box::new(jax::Jax)
     } else if ml.xgboost.is_some() {
@@ -341,30 +360,20 @@ fn patched(job: &TrainJob, runtime: &Runtime<'_>) -> Result<Patched, CompileErro
 
 /// The trainer's `node` container: `resourcesPerNode` merged (when the runtime has an ML
 /// policy), the policy's env and port (when the TrainJob has a `trainer` section), then the
-/// trainer's image, command, args and env.
+/// trainer's image, command (or the policy's), args and env.
 fn build_trainer(
     node: &mut Container,
-    trainer: Option<&Trainer>,
     with_policy: bool,
     policy: &dyn MlPolicy,
-    job: &str,
-    count: i32,
+    facts: &Node<'_>,
 ) -> Result<(), CompileError> {
-    let Some(trainer) = trainer else {
+    let Some(trainer) = facts.trainer else {
         return Ok(());
     };
     if with_policy {
         node.resources = merged_resources(node.resources.as_ref(), trainer)?;
     }
-    let (gpus, cpus) = devices(node.resources.as_ref());
-    let facts = Node {
-        job,
-        count,
-        num_proc_per_node: trainer.num_proc_per_node,
-        gpus,
-        cpus,
-    };
-    upsert(node, &policy.env(&facts));
+    upsert(node, &policy.env(facts));
     if let Some(port) = policy.port() {
         let ports = node.ports.get_or_insert_with(Vec::new);
         if !ports.iter().any(|p| p.container_port == port) {
@@ -377,7 +386,10 @@ fn build_trainer(
     if let Some(image) = &trainer.image {
         node.image = Some(image.clone());
     }
-    if !trainer.command.is_empty() {
+    let runtime_command = node.command.as_deref().unwrap_or_default();
+    if let Some(command) = policy.command(facts, runtime_command)? {
+        node.command = Some(command);
+    } else if !trainer.command.is_empty() {
         node.command = Some(trainer.command.clone());
     }
     if !trainer.args.is_empty() {
@@ -483,14 +495,26 @@ pub fn compile_trainjob(
         .and_then(|m| m.mpi.as_ref())
         .map(mpi::Mpi::new)
         .transpose()?;
+    let num_nodes = trainer.and_then(|t| t.num_nodes);
+    let resources = match trainer {
+        Some(trainer) => merged_resources(trainer_resources(&spec), trainer)?,
+        None => trainer_resources(&spec).cloned(),
+    };
+    let (gpus, cpus) = devices(resources.as_ref());
+    let facts = Node {
+        job: &name,
+        runtime: runtime.name,
+        count: spec
+            .replicated_jobs
+            .iter()
+            .find(|r| step(r) == Some(TRAINER_STEP))
+            .map_or(1, |r| pod_count(r, num_nodes, ml, mpi.as_ref())),
+        trainer,
+        gpus,
+        cpus,
+    };
     let slots = match &mpi {
         Some(mpi) => {
-            let gpus = match trainer {
-                Some(trainer) => {
-                    devices(merged_resources(trainer_resources(&spec), trainer)?.as_ref()).0
-                }
-                None => devices(trainer_resources(&spec)).0,
-            };
             let slots = mpi.slots(trainer.and_then(|t| t.num_proc_per_node), gpus);
             mpi.attach(&mut spec, &name, slots);
             slots
@@ -499,24 +523,13 @@ pub fn compile_trainjob(
     };
 
     for replicated in &mut spec.replicated_jobs {
+        let count = pod_count(replicated, num_nodes, ml, mpi.as_ref());
         let ancestor = step(replicated).map(str::to_owned);
         let is_node = replicated.name == NODE;
         let job_spec = replicated
             .template
             .spec
             .get_or_insert_with(Default::default);
-        let parallelism = job_spec.parallelism.unwrap_or(1);
-        let num_nodes = trainer.and_then(|t| t.num_nodes);
-        let count = match (ancestor.as_deref(), &mpi) {
-            // The launcher: the runtime's node count; the nodes are the `node` job's.
-            (Some(TRAINER_STEP), Some(_)) => ml.and_then(|m| m.num_nodes).unwrap_or(1),
-            (Some(TRAINER_STEP), None) => num_nodes
-                .or(ml.map(|m| m.num_nodes.unwrap_or(1)))
-                .unwrap_or(parallelism),
-            (_, Some(mpi)) if is_node => mpi.node_count(num_nodes).unwrap_or(parallelism),
-            _ => parallelism,
-        }
-        .max(1);
         job_spec.parallelism = Some(count);
         job_spec.completions = Some(count);
         let job_labels = replicated
@@ -531,8 +544,7 @@ pub fn compile_trainjob(
             Some(TRAINER_STEP) => {
                 replicated.replicas = Some(1);
                 if let Some(node) = container(replicated, NODE) {
-                    let with_policy = ml.is_some();
-                    build_trainer(node, trainer, with_policy, policy.as_ref(), &name, count)?;
+                    build_trainer(node, ml.is_some(), policy.as_ref(), &facts)?;
                 }
             }
             Some(step @ (DATASET_INITIALIZER | MODEL_INITIALIZER)) => {
@@ -559,6 +571,7 @@ pub fn compile_trainjob(
             _ => {}
         }
     }
+    policy.inject(&mut spec, &facts)?;
     spec.suspend = job.spec.suspend;
 
     let owner = Owner {
@@ -589,6 +602,35 @@ pub fn compile_trainjob(
         config_map: hostfile,
         secret: ssh_auth,
     })
+}
+
+/// Pods of a replicated job: the trainer's from `numNodes` (the TrainJob's, else the runtime's;
+/// with MPI the runtime's alone, as the nodes are the `node` job's), MPI's `node` job's from
+/// the policy, any other's its own parallelism.
+fn pod_count(
+    replicated: &ReplicatedJob,
+    num_nodes: Option<i32>,
+    ml: Option<&MLPolicy>,
+    mpi: Option<&mpi::Mpi<'_>>,
+) -> i32 {
+    let parallelism = replicated
+        .template
+        .spec
+        .as_ref()
+        .and_then(|s| s.parallelism)
+        .unwrap_or(1);
+    let runtime_nodes = ml.and_then(|m| m.num_nodes);
+    match (step(replicated), mpi) {
+        (Some(TRAINER_STEP), Some(_)) => runtime_nodes.unwrap_or(1),
+        (Some(TRAINER_STEP), None) => num_nodes
+            .or(ml.map(|_| runtime_nodes.unwrap_or(1)))
+            .unwrap_or(parallelism),
+        (_, Some(mpi)) if replicated.name == NODE => {
+            mpi.node_count(num_nodes).unwrap_or(parallelism)
+        }
+        _ => parallelism,
+    }
+    .max(1)
 }
 
 /// The volume an initializer writes to and the trainer reads from.
