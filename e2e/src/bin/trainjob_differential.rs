@@ -73,7 +73,51 @@ fn from_documents(name: String, documents: Vec<Value>) -> Result<Case, String> {
     })
 }
 
-/// Each shipped runtime with the TrainJob the SDK's `train()` makes for two nodes of one CPU.
+/// The TrainJob the SDK's `train()` makes for a `CustomTrainer` on two nodes of one CPU.
+fn custom_trainer(runtime: &str) -> Value {
+    json!({
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+        "metadata": {"name": "sdk"},
+        "spec": {
+            "runtimeRef": {"name": runtime, "kind": "TrainingRuntime"},
+            "trainer": {"numNodes": 2, "command": ["bash", "-c", "python train.py"],
+                        "resourcesPerNode": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}
+        }
+    })
+}
+
+/// The TrainJob the SDK's `train()` makes for a `BuiltinTrainer` (a `TorchTuneConfig` with LoRA
+/// and an instruct dataset, two GPUs) with Hugging Face initializers for the runtime's model.
+fn builtin_trainer(runtime: &str, spec: &Value) -> Value {
+    let model_uri = spec["spec"]["template"]["spec"]["replicatedJobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|job| job["name"] == "model-initializer")
+        .and_then(|job| {
+            job["template"]["spec"]["template"]["spec"]["containers"][0]["env"]
+                .as_array()?
+                .iter()
+                .find(|var| var["name"] == "STORAGE_URI")
+        })
+        .map_or(Value::Null, |var| var["value"].clone());
+    json!({
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+        "metadata": {"name": "sdk"},
+        "spec": {
+            "runtimeRef": {"name": runtime, "kind": "TrainingRuntime"},
+            "initializer": {"dataset": {"storageUri": "hf://tatsu-lab/alpaca/data"},
+                            "model": {"storageUri": model_uri}},
+            "trainer": {"command": ["tune", "run"],
+                        "args": ["epochs=1", "dataset.data_dir=/workspace/dataset/data",
+                                 "model.lora_rank=8", "model.lora_attn_modules=[q_proj,v_proj]",
+                                 "dataset=torchtune.datasets.instruct_dataset", "dataset.source=parquet"],
+                        "resourcesPerNode": {"requests": {"nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "2"}}}
+        }
+    })
+}
+
+/// Each shipped runtime with the TrainJob the SDK's `train()` makes for it.
 fn shipped() -> Result<Vec<Case>, String> {
     let dir = repo_root().join("deploy/runtimes");
     let mut cases = Vec::new();
@@ -94,15 +138,13 @@ fn shipped() -> Result<Vec<Case>, String> {
                 .as_str()
                 .unwrap_or_default()
                 .to_owned();
-            let trainjob = json!({
-                "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-                "metadata": {"name": "sdk"},
-                "spec": {
-                    "runtimeRef": {"name": name, "kind": "TrainingRuntime"},
-                    "trainer": {"numNodes": 2, "command": ["bash", "-c", "python train.py"],
-                                "resourcesPerNode": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}
-                }
-            });
+            let torchtune =
+                runtime["metadata"]["labels"]["trainer.kubeflow.org/framework"] == "torchtune";
+            let trainjob = if torchtune {
+                builtin_trainer(&name, &runtime)
+            } else {
+                custom_trainer(&name)
+            };
             cases.push(from_documents(
                 format!("shipped-{name}"),
                 vec![runtime, trainjob],
