@@ -12,7 +12,17 @@ import uuid
 import pytest
 from polling import WAIT, wait_until
 from kubeflow.common.types import KubernetesBackendConfig
-from kubeflow.trainer import CustomTrainer, TrainerClient
+from kubeflow.trainer import (
+    BuiltinTrainer,
+    CustomTrainer,
+    HuggingFaceDatasetInitializer,
+    HuggingFaceModelInitializer,
+    Initializer,
+    LoraConfig,
+    TorchTuneConfig,
+    TrainerClient,
+    TrainerType,
+)
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
@@ -23,6 +33,9 @@ SHIPPED = {
     "xgboost-distributed",
     "deepspeed-distributed",
     "mlx-distributed",
+    "torchtune-llama3.2-1b",
+    "torchtune-llama3.2-3b",
+    "torchtune-qwen2.5-1.5b",
 }
 
 
@@ -57,6 +70,10 @@ def test_list_runtimes_shows_the_shipped_runtimes(trainer_client):
     assert SHIPPED <= set(runtimes), sorted(runtimes)
     assert runtimes["torch-distributed"].trainer.framework == "torch"
     assert runtimes["xgboost-distributed"].trainer.framework == "xgboost"
+    # The SDK offers torchtune runtimes for BuiltinTrainer fine-tuning, by their framework label.
+    tune = runtimes["torchtune-qwen2.5-1.5b"].trainer
+    assert tune.trainer_type == TrainerType.BUILTIN_TRAINER, tune
+    assert tune.device == "gpu" and float(tune.device_count) == 2, tune
 
 
 def test_train_on_torch_distributed_runs_to_complete_and_delete_removes_it(trainer_client, namespace):
@@ -119,4 +136,77 @@ def test_train_on_an_mpi_runtime_completes_with_the_launcher_as_node_0(trainer_c
     assert steps == {"node-0": "Succeeded", "node-1": "Succeeded", "node-2": "Succeeded"}, steps
     logs = list(trainer_client.get_job_logs(name))
     assert all(isinstance(line, str) for line in logs), logs
+    trainer_client.delete_job(name)
+
+
+@pytest.fixture
+def initializer_volume():
+    """A PersistentVolume for the PVC the JobSet controller makes from a torchtune runtime's
+    volumeClaimPolicies (a real cluster's storage class would provision one)."""
+    k8s_config.load_kube_config()
+    core = k8s.CoreV1Api()
+    name = f"sdk2-initializer-{uuid.uuid4().hex[:6]}"
+    volume = k8s.V1PersistentVolume(
+        metadata=k8s.V1ObjectMeta(name=name),
+        spec=k8s.V1PersistentVolumeSpec(
+            capacity={"storage": "20Gi"},
+            access_modes=["ReadWriteOnce"],
+            persistent_volume_reclaim_policy="Retain",
+            storage_class_name="",
+            host_path=k8s.V1HostPathVolumeSource(path=f"/tmp/{name}"),
+        ),
+    )
+    core.create_persistent_volume(volume)
+    yield name
+    core.delete_persistent_volume(name)
+
+
+def test_a_builtin_trainer_fine_tunes_on_a_torchtune_runtime_after_its_initializers(
+    trainer_client, namespace, initializer_volume
+):
+    name = trainer_client.train(
+        runtime="torchtune-llama3.2-1b",
+        initializer=Initializer(
+            dataset=HuggingFaceDatasetInitializer(storage_uri="hf://tatsu-lab/alpaca/data"),
+            model=HuggingFaceModelInitializer(storage_uri="hf://meta-llama/Llama-3.2-1B-Instruct"),
+        ),
+        trainer=BuiltinTrainer(
+            config=TorchTuneConfig(
+                epochs=1,
+                batch_size=2,
+                peft_config=LoraConfig(lora_rank=8, lora_attn_modules=["q_proj", "v_proj"]),
+                resources_per_node={"gpu": 2},
+            )
+        ),
+    )
+    job = trainer_client.wait_for_job_status(name, {"Complete"}, timeout=WAIT, polling_interval=1)
+    assert job.status == "Complete"
+    # The initializers ran, then the trainer (the JobSet's dependsOn).
+    steps = {step.name: step.status for step in trainer_client.get_job(name).steps}
+    assert steps == {
+        "dataset-initializer": "Succeeded",
+        "model-initializer": "Succeeded",
+        "node-0": "Succeeded",
+    }, steps
+    # The command trainset assembled: LoRA over the node's two GPUs, the runtime's paths.
+    jobset = k8s.CustomObjectsApi().get_namespaced_custom_object(
+        "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", name
+    )
+    node = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == "node")
+    container = node["template"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == [
+        "tune",
+        "run",
+        f"--rdzv_endpoint={name}-node-0-0.{name}:29500",
+        "lora_finetune_distributed",
+        "--config",
+        "llama3_2/1B_lora",
+        "output_dir=/workspace/output",
+        "tokenizer.path=/workspace/model/original/tokenizer.model",
+        "checkpointer.checkpoint_dir=/workspace/model",
+    ], container["command"]
+    assert "model.lora_attn_modules=[q_proj,v_proj]" in container["args"], container["args"]
+    # The initializers' volume is the PVC made from the runtime's volumeClaimPolicies.
+    claim = k8s.CoreV1Api().read_namespaced_persistent_volume_claim(f"initializer-{name}", namespace)
+    assert claim.status.phase == "Bound" and claim.spec.volume_name == initializer_volume, claim.status
     trainer_client.delete_job(name)

@@ -3,8 +3,10 @@
 //! under Kubeflow Trainer v2.3.0 and then under trainset, each in a fresh namespace with the
 //! case's runtimes as TrainingRuntimes there, and compares what each created field by field: the
 //! JobSet (labels, annotations, owner, the whole spec as the apiserver stored it), and for MPI
-//! runtimes the hostfile and the SSH Secret's shape. Fails when a difference is not in the
-//! README's "Deviations from Trainer v2.3.0" table.
+//! runtimes the hostfile and the SSH Secret's shape; or, where either refuses the TrainJob
+//! (Trainer's webhook at creation, trainset's `InvalidSpec` at reconcile), the first field the
+//! refusal names. Fails when a difference is not in the README's "Deviations from Trainer
+//! v2.3.0" table.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,11 +16,11 @@ use std::time::{Duration, Instant};
 use jobset_types::JobSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
-use kube::api::Api;
+use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use trainset_e2e::differential::{self, Fact, Facts};
 use trainset_e2e::{
-    Peer, TestNamespace, apply, client, create_when_admitted, operator, repo_root, wait_for,
+    Peer, TestNamespace, apply, client, condition, dynamic_api, operator, repo_root, wait_for,
 };
 
 /// How long an operator may take to create a case's JobSet.
@@ -180,11 +182,59 @@ fn corpus(args: &[String]) -> Result<Vec<Case>, String> {
     Ok(cases)
 }
 
-/// What one operator created for a case.
+/// What one operator created for a case, or the field it refused the TrainJob at.
+#[derive(Default)]
 struct Created {
     jobset: Value,
     hostfile: Option<String>,
     secret: Option<Value>,
+    refused_at: Option<String>,
+}
+
+/// What Trainer's TrainJob webhook says when it refuses, before the errors.
+const TRAINER_DENIAL: &str =
+    "admission webhook \"validator.trainjob.trainer.kubeflow.org\" denied the request: ";
+/// What trainset's `InvalidSpec` condition says, before the error.
+const TRAINSET_REFUSAL: &str = " has an invalid spec: ";
+
+/// The first field an error list names (`spec.x: Invalid value: ...`, or `[spec.x: ..., ...]`).
+fn first_field(errors: &str) -> String {
+    let errors = errors.trim_start_matches('[');
+    errors.split(':').next().unwrap_or(errors).to_owned()
+}
+
+/// Creates the TrainJob; `Ok(Some(field))` when Trainer's webhook refuses it for good. Denials
+/// that pass (a webhook whose cache has not seen the runtime yet, Trainer's or Kueue's) are
+/// retried up to [`CREATE_LIMIT`].
+async fn create_unless_refused(
+    client: &Client,
+    ns: &str,
+    trainjob: &Value,
+) -> Result<Option<String>, String> {
+    let api = dynamic_api(client, trainjob, Some(ns));
+    let object: DynamicObject =
+        serde_json::from_value(trainjob.clone()).map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + CREATE_LIMIT;
+    loop {
+        match api.create(&PostParams::default(), &object).await {
+            Ok(_) => return Ok(None),
+            Err(kube::Error::Api(status)) => {
+                let transient = status
+                    .message
+                    .contains("must be created before the TrainJob is created");
+                if let Some(errors) = status.message.strip_prefix(TRAINER_DENIAL)
+                    && !transient
+                {
+                    return Ok(Some(first_field(errors)));
+                }
+                if !status.message.starts_with("admission webhook ") || Instant::now() >= deadline {
+                    return Err(format!("creating the TrainJob: {}", status.message));
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(error) => return Err(format!("creating the TrainJob: {error}")),
+        }
+    }
 }
 
 async fn run_case(
@@ -198,18 +248,43 @@ async fn run_case(
             return (ns, Err(format!("applying runtime: {e}")));
         }
     }
-    if let Err(e) = create_when_admitted(client, &ns.name, &case.trainjob, CREATE_LIMIT).await {
-        return (ns, Err(format!("creating the TrainJob: {e}")));
+    match create_unless_refused(client, &ns.name, &case.trainjob).await {
+        Err(e) => return (ns, Err(e)),
+        Ok(Some(field)) => {
+            let refused = Created {
+                refused_at: Some(field),
+                ..Created::default()
+            };
+            return (ns, Ok(refused));
+        }
+        Ok(None) => {}
     }
     let name = case.trainjob["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
         .to_owned();
     let jobsets: Api<JobSet> = Api::namespaced(client.clone(), &ns.name);
+    let trainjobs = dynamic_api(client, &case.trainjob, Some(&ns.name));
     let deadline = Instant::now() + CREATE_LIMIT;
+    // The JobSet, or the operator's refusal at reconcile time.
     let jobset = loop {
         if let Ok(Some(jobset)) = jobsets.get_opt(&name).await {
             break jobset;
+        }
+        if let Ok(trainjob) = trainjobs.get(&name).await {
+            let failed = condition(&trainjob.data["status"], "Failed");
+            if failed["status"] == "True" {
+                let message = failed["message"].as_str().unwrap_or_default();
+                let field = match message.split_once(TRAINSET_REFUSAL) {
+                    Some((_, error)) => first_field(error),
+                    None => format!("{}: {message}", failed["reason"]),
+                };
+                let refused = Created {
+                    refused_at: Some(field),
+                    ..Created::default()
+                };
+                return (ns, Ok(refused));
+            }
         }
         if Instant::now() >= deadline {
             return (ns, Err(format!("no JobSet {name} after {CREATE_LIMIT:?}")));
@@ -247,6 +322,7 @@ async fn run_case(
             jobset,
             hostfile,
             secret,
+            refused_at: None,
         }),
     )
 }
@@ -293,6 +369,13 @@ fn flatten(path: &str, value: &Value, out: &mut BTreeMap<String, String>) {
 }
 
 fn facts(created: &Created) -> Facts {
+    if let Some(field) = &created.refused_at {
+        let fact = Fact {
+            location: String::new(),
+            aspect: "refused at".to_owned(),
+        };
+        return Facts::from([(fact, field.clone())]);
+    }
     let metadata = &created.jobset["metadata"];
     let owners: Vec<Value> = metadata["ownerReferences"]
         .as_array()
