@@ -12,6 +12,16 @@ import uuid
 import pytest
 from polling import WAIT, wait_until
 from kubeflow.common.types import KubernetesBackendConfig
+from kubeflow.trainer.options import (
+    JobSetSpecPatch,
+    JobSetTemplatePatch,
+    JobSpecPatch,
+    JobTemplatePatch,
+    PodTemplatePatch,
+    ReplicatedJobPatch,
+    RuntimePatch,
+    TrainingRuntimeSpecPatch,
+)
 from kubeflow.trainer import (
     BuiltinTrainer,
     CustomTrainer,
@@ -123,19 +133,55 @@ def test_train_on_the_other_shipped_runtimes_completes(trainer_client, runtime):
     trainer_client.delete_job(name)
 
 
+def kwok_run_time(seconds):
+    """Pod annotations making KWOK's pods of a replicated job run `seconds` before they succeed
+    (the jitter bound is the total delay)."""
+    delay = f"{seconds}s"
+    return {
+        "annotations": {
+            "pod-complete.stage.kwok.x-k8s.io/delay": delay,
+            "pod-complete.stage.kwok.x-k8s.io/jitter-delay": delay,
+        }
+    }
+
+
 def test_train_on_an_mpi_runtime_completes_with_the_launcher_as_node_0(trainer_client):
+    # As on a real cluster: the `node` pods (sshd) run until the launcher (mpirun) is done; here
+    # the launcher runs 10 s and the nodes would run 10 min.
+    pods = [
+        ReplicatedJobPatch(
+            name=job,
+            template=JobTemplatePatch(spec=JobSpecPatch(template=PodTemplatePatch(metadata=metadata))),
+        )
+        for job, metadata in [("node", kwok_run_time(600)), ("launcher", kwok_run_time(10))]
+    ]
+    patch = RuntimePatch(
+        training_runtime_spec=TrainingRuntimeSpecPatch(
+            template=JobSetTemplatePatch(spec=JobSetSpecPatch(replicated_jobs=pods))
+        )
+    )
     name = trainer_client.train(
         runtime="deepspeed-distributed",
         trainer=CustomTrainer(func=train_fn, num_nodes=3, resources_per_node={"cpu": 1}),
+        options=[patch],
     )
+    # The SDK names an mpirun job's launcher node-0 and the `node` pods node-1, node-2.
+    wait_until(
+        f"the three steps of {name}",
+        lambda: {step.name for step in trainer_client.get_job(name).steps}
+        == {"node-0", "node-1", "node-2"},
+    )
+    logs = list(trainer_client.get_job_logs(name))
+    assert all(isinstance(line, str) for line in logs), logs
     job = trainer_client.wait_for_job_status(name, {"Complete"}, timeout=WAIT, polling_interval=1)
     assert job.status == "Complete"
     assert job.num_nodes == 3
-    # The SDK names an mpirun job's launcher node-0 and the `node` pods node-1, node-2.
-    steps = {step.name: step.status for step in trainer_client.get_job(name).steps}
-    assert steps == {"node-0": "Succeeded", "node-1": "Succeeded", "node-2": "Succeeded"}, steps
-    logs = list(trainer_client.get_job_logs(name))
-    assert all(isinstance(line, str) for line in logs), logs
+    # The launcher's success completes the JobSet (its successPolicy), which ends the nodes.
+    wait_until(
+        f"only the launcher's step of {name}",
+        lambda: {step.name: step.status for step in trainer_client.get_job(name).steps}
+        == {"node-0": "Succeeded"},
+    )
     trainer_client.delete_job(name)
 
 
