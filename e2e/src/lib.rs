@@ -268,6 +268,18 @@ pub async fn create_when_admitted(
     manifest: &Value,
     limit: Duration,
 ) -> Result<Api<DynamicObject>, kube::Error> {
+    create_when_admitted_unless(client, ns, manifest, limit, |_| false).await
+}
+
+/// [`create_when_admitted`], but a denial whose message `final_denial` accepts is returned at
+/// once (a webhook that refuses the object itself, not its cache's view of another).
+pub async fn create_when_admitted_unless(
+    client: &Client,
+    ns: &str,
+    manifest: &Value,
+    limit: Duration,
+    final_denial: impl Fn(&str) -> bool,
+) -> Result<Api<DynamicObject>, kube::Error> {
     let api = dynamic_api(client, manifest, Some(ns));
     let object: DynamicObject =
         serde_json::from_value(manifest.clone()).map_err(kube::Error::SerdeError)?;
@@ -277,6 +289,7 @@ pub async fn create_when_admitted(
             Ok(_) => return Ok(api),
             Err(kube::Error::Api(status))
                 if status.message.starts_with("admission webhook ")
+                    && !final_denial(&status.message)
                     && Instant::now() < deadline =>
             {
                 tokio::time::sleep(Duration::from_millis(500)).await;

@@ -16,11 +16,12 @@ use std::time::{Duration, Instant};
 use jobset_types::JobSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::Api;
 use serde_json::{Value, json};
 use trainset_e2e::differential::{self, Fact, Facts};
 use trainset_e2e::{
-    Peer, TestNamespace, apply, client, condition, dynamic_api, operator, repo_root, wait_for,
+    Peer, TestNamespace, apply, client, condition, create_when_admitted_unless, dynamic_api,
+    operator, repo_root, wait_for,
 };
 
 /// How long an operator may take to create a case's JobSet.
@@ -191,6 +192,15 @@ struct Created {
     refused_at: Option<String>,
 }
 
+impl Created {
+    fn refused_at(field: String) -> Self {
+        Self {
+            refused_at: Some(field),
+            ..Self::default()
+        }
+    }
+}
+
 /// What Trainer's TrainJob webhook says when it refuses, before the errors.
 const TRAINER_DENIAL: &str =
     "admission webhook \"validator.trainjob.trainer.kubeflow.org\" denied the request: ";
@@ -211,29 +221,20 @@ async fn create_unless_refused(
     ns: &str,
     trainjob: &Value,
 ) -> Result<Option<String>, String> {
-    let api = dynamic_api(client, trainjob, Some(ns));
-    let object: DynamicObject =
-        serde_json::from_value(trainjob.clone()).map_err(|e| e.to_string())?;
-    let deadline = Instant::now() + CREATE_LIMIT;
-    loop {
-        match api.create(&PostParams::default(), &object).await {
-            Ok(_) => return Ok(None),
-            Err(kube::Error::Api(status)) => {
-                let transient = status
-                    .message
-                    .contains("must be created before the TrainJob is created");
-                if let Some(errors) = status.message.strip_prefix(TRAINER_DENIAL)
-                    && !transient
-                {
-                    return Ok(Some(first_field(errors)));
-                }
-                if !status.message.starts_with("admission webhook ") || Instant::now() >= deadline {
-                    return Err(format!("creating the TrainJob: {}", status.message));
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(error) => return Err(format!("creating the TrainJob: {error}")),
+    let refusal = |message: &str| {
+        message
+            .strip_prefix(TRAINER_DENIAL)
+            .filter(|_| !message.contains("must be created before the TrainJob is created"))
+            .map(first_field)
+    };
+    match create_when_admitted_unless(client, ns, trainjob, CREATE_LIMIT, |m| refusal(m).is_some())
+        .await
+    {
+        Ok(_) => Ok(None),
+        Err(kube::Error::Api(status)) if refusal(&status.message).is_some() => {
+            Ok(refusal(&status.message))
         }
+        Err(error) => Err(format!("creating the TrainJob: {error}")),
     }
 }
 
@@ -251,11 +252,7 @@ async fn run_case(
     match create_unless_refused(client, &ns.name, &case.trainjob).await {
         Err(e) => return (ns, Err(e)),
         Ok(Some(field)) => {
-            let refused = Created {
-                refused_at: Some(field),
-                ..Created::default()
-            };
-            return (ns, Ok(refused));
+            return (ns, Ok(Created::refused_at(field)));
         }
         Ok(None) => {}
     }
@@ -279,11 +276,7 @@ async fn run_case(
                     Some((_, error)) => first_field(error),
                     None => format!("{}: {message}", failed["reason"]),
                 };
-                let refused = Created {
-                    refused_at: Some(field),
-                    ..Created::default()
-                };
-                return (ns, Ok(refused));
+                return (ns, Ok(Created::refused_at(field)));
             }
         }
         if Instant::now() >= deadline {

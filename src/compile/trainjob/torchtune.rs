@@ -25,6 +25,11 @@ const RUNTIME_CONFIGS: [&str; 4] = [
     "checkpointer.checkpoint_dir",
 ];
 
+/// Whether a `key=value` item sets one of [`RUNTIME_CONFIGS`].
+fn sets_runtime_path(item: &str) -> bool {
+    RUNTIME_CONFIGS.contains(&item.split('=').next().unwrap_or_default())
+}
+
 const LORA_ATTN_MODULES: &str = "model.lora_attn_modules";
 const QUANTIZE_BASE: &str = "model.quantize_base";
 const USE_DORA: &str = "model.use_dora";
@@ -139,10 +144,12 @@ pub fn command(
             ),
         ));
     }
-    if let Some((i, arg)) = trainer.args.iter().enumerate().find(|(_, arg)| {
-        let key = arg.split('=').next().unwrap_or_default();
-        RUNTIME_CONFIGS.contains(&key)
-    }) {
+    if let Some((i, arg)) = trainer
+        .args
+        .iter()
+        .enumerate()
+        .find(|(_, arg)| sets_runtime_path(arg))
+    {
         return Err(CompileError::invalid(
             format!("spec.trainer.args[{i}]"),
             format!("{arg:?} sets a path the runtime manages"),
@@ -164,7 +171,7 @@ pub fn command(
     command.extend(
         runtime_command
             .iter()
-            .filter(|item| RUNTIME_CONFIGS.contains(&item.split('=').next().unwrap_or_default()))
+            .filter(|item| sets_runtime_path(item))
             .cloned(),
     );
     Ok(command)
