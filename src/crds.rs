@@ -29,10 +29,43 @@ pub enum CrdError {
 }
 
 fn crd<K: TrainingJob>() -> Result<CustomResourceDefinition, CrdError> {
-    with_rules::<K>(K::crd()).map_err(|source| CrdError::Build {
+    let build = |source| CrdError::Build {
         crd: K::crd_name(),
         source,
-    })
+    };
+    let mut value =
+        serde_json::to_value(with_rules::<K>(K::crd()).map_err(build)?).map_err(build)?;
+    bound_integers(&mut value);
+    serde_json::from_value(value).map_err(build)
+}
+
+/// The smallest and largest port Kubernetes accepts in a probe or lifecycle handler.
+const PORT_RANGE: (i32, i32) = (1, 65535);
+
+/// Bounds every integer the types hold in 32 bits, and every int-or-string `port` (a probe's, a
+/// lifecycle handler's) to the range of a port, so the apiserver refuses on every Kubernetes
+/// version what trainset could not read: before 1.36 it does not enforce `format: int32`, and an
+/// int-or-string field has no bound at all. Bounds a field has already are kept.
+pub fn bound_integers(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if map.get("format").and_then(Value::as_str) == Some("int32") {
+                map.entry("minimum").or_insert(json!(i32::MIN));
+                map.entry("maximum").or_insert(json!(i32::MAX));
+            }
+            if let Some(Value::Object(port)) = map
+                .get_mut("properties")
+                .and_then(|properties| properties.get_mut("port"))
+                && port.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true))
+            {
+                port.entry("minimum").or_insert(json!(PORT_RANGE.0));
+                port.entry("maximum").or_insert(json!(PORT_RANGE.1));
+            }
+            map.values_mut().for_each(bound_integers);
+        }
+        Value::Array(items) => items.iter_mut().for_each(bound_integers),
+        _ => {}
+    }
 }
 
 /// Builds the CRD of every served kind, or of the one named `only`.
@@ -120,6 +153,7 @@ pub fn trainer() -> Result<Vec<CustomResourceDefinition>, CrdError> {
         {
             let schema = &mut version["schema"]["openAPIV3Schema"];
             without_option_markers(schema);
+            bound_integers(schema);
             if let Some(rules) = &root_rules {
                 schema["x-kubernetes-validations"] = rules.clone();
             }

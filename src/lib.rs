@@ -6,6 +6,7 @@ pub mod compile;
 pub mod controller;
 pub mod crds;
 pub mod kinds;
+pub mod leader;
 pub mod pod_labels;
 pub mod render;
 pub mod status;

@@ -1,13 +1,15 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use kube::api::Api;
 use tokio::sync::watch;
 use trainset::controller::Settings;
-use trainset::telemetry::{LogFormat, Metrics};
+use trainset::leader::Elector;
+use trainset::telemetry::{LogFormat, Metrics, Readiness};
 
 /// Serves the Kubeflow training APIs on JobSet.
 #[derive(Parser)]
@@ -134,6 +136,10 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+/// How long in-flight reconciles may go on after SIGTERM: the process exits well inside a
+/// Deployment's 30 s grace period whatever its watches are doing.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+
 fn run(
     metrics_address: SocketAddr,
     log_format: LogFormat,
@@ -145,72 +151,88 @@ fn run(
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    runtime.block_on(async move {
-        let client = kube::Client::try_default().await.context("connecting to the cluster")?;
-        let metrics = Arc::new(Metrics::default());
-        let ready = Arc::new(AtomicBool::new(false));
-        let (stop, stopped) = watch::channel(false);
-        tokio::spawn(async move {
-            shutdown_signal().await;
-            tracing::info!("shutting down");
-            let _ = stop.send(true);
-        });
-        let server = tokio::spawn(trainset::telemetry::serve(
-            metrics_address,
-            metrics.clone(),
-            ready.clone(),
-            until(stopped.clone(), true),
-        ));
-        tracing::info!(%metrics_address, "trainset starting");
+    let result = runtime.block_on(serve_and_lead(metrics_address, leader, settings));
+    // Whatever is still running (a request on a silent connection) does not hold the exit up.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
+}
 
-        // With leader election the controllers run from winning the Lease until shutdown or
-        // until the Lease is lost; then the process exits so its pod restarts as a follower.
-        let mut lease = None;
-        if leader.leader_elect {
-            let identity = leader.identity.clone().unwrap_or_else(unique_identity);
-            let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &leader.lease_name)
-                .with_namespace(&leader.lease_namespace)
-                .with_identity(&identity)
-                .with_duration(15)
-                .with_grace(5)
-                .build()
-                .await
-                .context("setting up leader election")?;
-            let (leading, task) = manager.watch().await;
-            tracing::info!(lease = %leader.lease_name, namespace = %leader.lease_namespace, %identity, "waiting to lead");
-            tokio::select! {
-                () = until(leading.clone(), true) => {}
-                () = until(stopped.clone(), true) => return Ok(()),
+/// Serves the endpoints, waits to lead, runs the controllers while leading, and stops on
+/// SIGTERM (releasing the Lease) or at once when leadership is lost.
+async fn serve_and_lead(
+    metrics_address: SocketAddr,
+    leader: LeaderArgs,
+    settings: Settings,
+) -> anyhow::Result<()> {
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the cluster")?;
+    let metrics = Arc::new(Metrics::default());
+    let readiness = Arc::new(Readiness::default());
+    let (stop, stopped) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        let _ = stop.send(true);
+    });
+    tokio::spawn(trainset::telemetry::serve(
+        metrics_address,
+        metrics.clone(),
+        readiness.clone(),
+        until(stopped.clone(), true),
+    ));
+    tracing::info!(%metrics_address, "trainset starting");
+
+    let mut elected = None;
+    if leader.leader_elect {
+        let identity = leader.identity.clone().unwrap_or_else(unique_identity);
+        let leases = Api::namespaced(client.clone(), &leader.lease_namespace);
+        let elector = Elector::new(leases, &leader.lease_name, &identity);
+        readiness.standby();
+        tracing::info!(lease = %leader.lease_name, namespace = %leader.lease_namespace, %identity, "waiting to lead");
+        tokio::select! {
+            held = elector.acquire() => elected = Some((elector, held)),
+            () = until(stopped.clone(), true) => return Ok(()),
+        }
+        tracing::info!(%identity, "leading");
+    }
+    readiness.leading();
+    metrics.leader.set(1);
+
+    let (halt, halted) = watch::channel(false);
+    let controllers = trainset::controller::run(
+        client,
+        metrics.clone(),
+        settings,
+        readiness,
+        until(halted, true),
+    );
+    let mut controllers = std::pin::pin!(controllers);
+    let lost = async {
+        match &mut elected {
+            Some((elector, held)) => elector.hold(held).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        ended = &mut controllers => ended?,
+        // Another may lead already, or will once the Lease lapses: stop writing now.
+        lost = lost => {
+            metrics.leader.set(0);
+            anyhow::bail!("{lost}; exiting so that another replica leads");
+        }
+        () = until(stopped, true) => {
+            let _ = halt.send(true);
+            if tokio::time::timeout(SHUTDOWN_GRACE, &mut controllers).await.is_err() {
+                tracing::warn!("reconciles still running after {SHUTDOWN_GRACE:?}; stopping them");
             }
-            tracing::info!(%identity, "leading");
-            lease = Some((leading, task));
         }
-        let lost = Arc::new(AtomicBool::new(false));
-        let stop_controllers = {
-            let (stopped, lost) = (stopped.clone(), lost.clone());
-            let leading = lease.as_ref().map(|(leading, _)| leading.clone());
-            async move {
-                match leading {
-                    Some(leading) => tokio::select! {
-                        () = until(stopped, true) => {}
-                        () = until(leading, false) => lost.store(true, Ordering::Relaxed),
-                    },
-                    None => until(stopped, true).await,
-                }
-            }
-        };
-        trainset::controller::run(client, metrics, settings, ready, stop_controllers).await?;
-        // Dropping the receiver makes the lease task release the Lease.
-        if let Some((leading, task)) = lease {
-            drop(leading);
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), task).await;
-        }
-        if lost.load(Ordering::Relaxed) {
-            anyhow::bail!("lost the leader Lease {}; exiting so another replica leads", leader.lease_name);
-        }
-        server.await.context("metrics server")?.context("serving metrics")?;
-        Ok(())
-    })
+    }
+    metrics.leader.set(0);
+    if let Some((elector, held)) = &elected {
+        elector.release(held).await;
+    }
+    Ok(())
 }
 
 /// `<host name>-<pid>-<random>`: unique per process even on one host.

@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 use axum::Router;
 use axum::extract::State;
@@ -54,9 +54,13 @@ pub struct Metrics {
     pub failed: Family<JobLabels, Counter>,
     pub restarted: Family<JobLabels, Counter>,
     pub reconcile_seconds: Family<KindLabels, Histogram>,
+    /// Objects the types could not read, each failed `InvalidSpec` once.
+    pub unreadable: Family<KindLabels, Counter>,
     pub jobset_creation_seconds: Family<KindLabels, Histogram>,
     /// 1 when pods get v1's per-pod labels (the pod-labels policy is installed), else 0.
     pub pod_labels_policy: Gauge,
+    /// 1 while this process leads (holds the Lease, or runs without election), else 0.
+    pub leader: Gauge,
     registry: Registry,
 }
 
@@ -109,20 +113,34 @@ impl Default for Metrics {
             "Time from a training job's creation to its JobSet's creation",
             jobset_creation_seconds.clone(),
         );
+        let unreadable = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "trainset_unreadable_objects",
+            "Watched objects that could not be read (a value the types cannot hold), each failed InvalidSpec",
+            unreadable.clone(),
+        );
         let pod_labels_policy = Gauge::default();
         registry.register(
             "trainset_pod_labels_policy",
             "1 when the MutatingAdmissionPolicy trainset-pod-labels and its binding were found at startup",
             pod_labels_policy.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "trainset_leader",
+            "1 while this process leads and reconciles, 0 while it stands by",
+            leader.clone(),
+        );
         Self {
             pod_labels_policy,
+            leader,
             created,
             deleted,
             successful,
             failed,
             restarted,
             reconcile_seconds,
+            unreadable,
             jobset_creation_seconds,
             registry,
         }
@@ -137,24 +155,112 @@ impl Metrics {
     }
 }
 
+/// What `/readyz` says. A standby is ready: it serves its part, waiting to lead, so a Deployment
+/// of two replicas rolls out. A leader is ready once every watch has listed, and not while one
+/// keeps failing.
+#[derive(Default)]
+pub struct Readiness {
+    /// Starting (0), [`STANDBY`] or [`LEADING`].
+    role: AtomicU8,
+    listed: AtomicBool,
+    failing: AtomicUsize,
+}
+
+const STANDBY: u8 = 1;
+const LEADING: u8 = 2;
+
+/// Consecutive errors after which a watch counts as failing (its backoff is then several seconds).
+const FAILING_AFTER: u32 = 3;
+
+impl Readiness {
+    pub fn standby(&self) {
+        self.role.store(STANDBY, Ordering::Relaxed);
+    }
+
+    pub fn leading(&self) {
+        self.role.store(LEADING, Ordering::Relaxed);
+    }
+
+    /// Every watch has listed once.
+    pub fn listed(&self) {
+        self.listed.store(true, Ordering::Relaxed);
+    }
+
+    /// Why the process is not ready, if it is not.
+    pub fn not_ready(&self) -> Option<String> {
+        match self.role.load(Ordering::Relaxed) {
+            STANDBY => None,
+            LEADING if !self.listed.load(Ordering::Relaxed) => {
+                Some("leading; the watches have not listed yet".to_owned())
+            }
+            LEADING => match self.failing.load(Ordering::Relaxed) {
+                0 => None,
+                n => Some(format!("leading; {n} watch(es) keep failing")),
+            },
+            _ => Some("starting".to_owned()),
+        }
+    }
+
+    /// A tracker for one watch's errors.
+    pub fn watch(self: &Arc<Self>) -> WatchHealth {
+        WatchHealth {
+            readiness: self.clone(),
+            errors: 0,
+        }
+    }
+}
+
+/// One watch's consecutive errors, reported to [`Readiness`] when they reach [`FAILING_AFTER`].
+pub struct WatchHealth {
+    readiness: Arc<Readiness>,
+    errors: u32,
+}
+
+impl WatchHealth {
+    pub fn record<T, E>(&mut self, result: &Result<T, E>) {
+        let was_failing = self.errors >= FAILING_AFTER;
+        self.errors = match result {
+            Ok(_) => 0,
+            Err(_) => self.errors.saturating_add(1),
+        };
+        match (was_failing, self.errors >= FAILING_AFTER) {
+            (false, true) => {
+                self.readiness.failing.fetch_add(1, Ordering::Relaxed);
+            }
+            (true, false) => {
+                self.readiness.failing.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Drop for WatchHealth {
+    fn drop(&mut self) {
+        if self.errors >= FAILING_AFTER {
+            self.readiness.failing.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 #[derive(Clone)]
 struct Shared {
     metrics: Arc<Metrics>,
-    ready: Arc<AtomicBool>,
+    readiness: Arc<Readiness>,
 }
 
-/// Serves `/metrics`, `/healthz` and `/readyz` (ready once `ready` is set) until `shutdown`.
+/// Serves `/metrics`, `/healthz` and `/readyz` (see [`Readiness`]) until `shutdown`.
 pub async fn serve(
     address: SocketAddr,
     metrics: Arc<Metrics>,
-    ready: Arc<AtomicBool>,
+    readiness: Arc<Readiness>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = Router::new()
         .route("/metrics", get(metrics_handler))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready_handler))
-        .with_state(Shared { metrics, ready });
+        .with_state(Shared { metrics, readiness });
     let listener = tokio::net::TcpListener::bind(address).await?;
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
@@ -177,12 +283,45 @@ async fn metrics_handler(State(shared): State<Shared>) -> impl IntoResponse {
 }
 
 async fn ready_handler(State(shared): State<Shared>) -> impl IntoResponse {
-    if shared.ready.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ok")
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "waiting for the JobSet CRD",
-        )
+    match shared.readiness.not_ready() {
+        None => (StatusCode::OK, "ok".to_owned()),
+        Some(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_standby_is_ready_and_a_leader_once_its_watches_listed_and_while_none_keeps_failing() {
+        let readiness = Arc::new(Readiness::default());
+        assert!(readiness.not_ready().is_some(), "starting");
+        readiness.standby();
+        assert_eq!(readiness.not_ready(), None);
+        readiness.leading();
+        assert!(readiness.not_ready().is_some(), "not listed yet");
+        readiness.listed();
+        assert_eq!(readiness.not_ready(), None);
+        let mut watch = readiness.watch();
+        let failed: Result<(), ()> = Err(());
+        for _ in 0..FAILING_AFTER - 1 {
+            watch.record(&failed);
+        }
+        assert_eq!(readiness.not_ready(), None, "a passing error is no failure");
+        watch.record(&failed);
+        watch.record(&failed);
+        assert!(readiness.not_ready().is_some());
+        watch.record(&Ok::<(), ()>(()));
+        assert_eq!(readiness.not_ready(), None);
+        watch.record(&failed);
+        watch.record(&failed);
+        watch.record(&failed);
+        drop(watch);
+        assert_eq!(
+            readiness.not_ready(),
+            None,
+            "a watch that ended fails nothing"
+        );
     }
 }

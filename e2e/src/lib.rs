@@ -694,3 +694,19 @@ pub async fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
         .unwrap_or_default();
     Some((code, body))
 }
+
+/// Whether the trainset serving `address` leads (its `trainset_leader` gauge is 1).
+pub async fn leads(address: &str) -> bool {
+    http_get(address, "/metrics")
+        .await
+        .is_some_and(|(code, body)| code == 200 && body.lines().any(|l| l == "trainset_leader 1"))
+}
+
+/// Waits until the trainset serving `address` leads and is ready (its watches have listed).
+pub async fn wait_leading(address: &str, limit: Duration) {
+    wait_for(limit, &format!("trainset on {address} to lead"), || async {
+        let ready = http_get(address, "/readyz").await?.0 == 200;
+        (ready && leads(address).await).then_some(())
+    })
+    .await;
+}

@@ -50,15 +50,8 @@ async fn leading_operator(client: &Client, port: u16) -> (Extra, Duration) {
 }
 
 async fn wait_ready(port: u16, limit: Duration) {
-    let address = loopback(port);
-    wait_for(
-        limit,
-        &format!(
-            "trainset on {address} to lead (is another trainset running? e2e/cluster stop-extras)"
-        ),
-        || async { (http_get(&address, "/readyz").await?.0 == 200).then_some(()) },
-    )
-    .await;
+    // Another trainset holding the Lease keeps it waiting: e2e/cluster stop-extras.
+    trainset_e2e::wait_leading(&loopback(port), limit).await;
 }
 
 /// A one-pod JAXJob whose pod runs about two seconds.
@@ -245,11 +238,8 @@ async fn chaos_d_a_follower_takes_over_from_a_killed_leader() {
         (http_get(&loopback(SECOND_PORT), "/healthz").await?.0 == 200).then_some(())
     })
     .await;
-    assert_eq!(
-        http_get(&loopback(SECOND_PORT), "/readyz")
-            .await
-            .map(|r| r.0),
-        Some(503),
+    assert!(
+        !trainset_e2e::leads(&loopback(SECOND_PORT)).await,
         "the follower does not lead"
     );
     let count = 50;

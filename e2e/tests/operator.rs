@@ -679,23 +679,27 @@ async fn one_replica_leads_and_serves_metrics_health_and_readiness() {
         "{metrics}"
     );
 
-    // A second replica runs but does not lead, so it is live and not ready.
+    assert!(trainset_e2e::leads(leader).await, "{metrics}");
+
+    // A second replica stands by: live and ready (so a Deployment of two rolls out), not leading.
     let follower_address = &trainset_e2e::loopback(operator::FOLLOWER_PORT);
     let _follower = operator::spawn_extra(&client, follower_address).await;
-    let healthy = wait_for(
+    wait_for(
         Duration::from_secs(20),
-        "the second replica to serve",
-        || async { http_get(follower_address, "/healthz").await },
+        "the second replica to be ready",
+        || async { (http_get(follower_address, "/readyz").await?.0 == 200).then_some(()) },
     )
     .await;
-    assert_eq!(healthy.0, 200);
+    assert_eq!(
+        http_get(follower_address, "/healthz")
+            .await
+            .map(|(code, _)| code),
+        Some(200)
+    );
     for _ in 0..10 {
-        assert_eq!(
-            http_get(follower_address, "/readyz")
-                .await
-                .map(|(code, _)| code),
-            Some(503),
-            "a follower is not ready"
+        assert!(
+            !trainset_e2e::leads(follower_address).await,
+            "the standby does not lead while the leader holds the Lease"
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }

@@ -186,6 +186,18 @@ fn trainer_crds_are_trainer_v2_3s() {
             )
         })
         .collect();
+    // And the bounds trainset adds so the apiserver refuses what the types cannot hold
+    // (`crds::bound_integers`): int32 limits, and a port's range on int-or-string ports.
+    let bounds = [
+        "/minimum: ours only: -2147483648.0",
+        "/maximum: ours only: 2147483647.0",
+        "/port/minimum: ours only: 1.0",
+        "/port/maximum: ours only: 65535.0",
+    ];
+    let (bounded, found): (Vec<String>, Vec<String>) = found
+        .into_iter()
+        .partition(|d| bounds.iter().any(|b| d.ends_with(b)));
+    assert!(!bounded.is_empty(), "no bound added to the Trainer CRDs");
     let (expected, found): (Vec<String>, Vec<String>) = found
         .into_iter()
         .partition(|d| additive.iter().any(|a| d.starts_with(a)));

@@ -4,7 +4,10 @@ use std::fmt::Debug;
 
 use jobset_types::JobSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -43,7 +46,7 @@ pub async fn apply<K: Served>(
         suspend(&jobsets, &name, write).await?;
     }
     if let Some(status) = &plan.status {
-        write_status(job, namespace, status, ctx).await?;
+        write_status::<K>(job.meta(), namespace, status, ctx).await?;
     }
     if plan.delete_jobset {
         jobsets
@@ -159,18 +162,39 @@ where
 }
 
 /// Server-side apply of the status: a field this manager stops sending (a count back at 0) is
-/// removed.
-async fn write_status<K: Served>(
-    job: &K,
+/// removed. The body carries the job's uid, so a write planned for a job deleted and created
+/// again under its name is refused instead of landing on the new one. The answer is read
+/// untyped: the job may be one the types cannot read.
+pub(super) async fn write_status<K: Served>(
+    job: &ObjectMeta,
     namespace: &str,
     status: &JobStatus,
     ctx: &Context,
 ) -> Result<(), Error> {
-    let name = job.name_any();
-    let mut body =
-        json!({"apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": status});
-    applicable(&mut body["status"]);
-    Api::<K>::namespaced(ctx.client.clone(), namespace)
+    let mut status = serde_json::to_value(status).map_err(|source| Error::Encode {
+        object: job.name.clone().unwrap_or_default(),
+        source,
+    })?;
+    applicable(&mut status);
+    apply_status(&ApiResource::erase::<K>(&()), job, namespace, status, ctx).await
+}
+
+/// Server-side apply of `status` on the object `job` of `resource`, guarded by its uid.
+pub(super) async fn apply_status(
+    resource: &ApiResource,
+    job: &ObjectMeta,
+    namespace: &str,
+    status: Value,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let name = job.name.clone().unwrap_or_default();
+    let body = json!({
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": {"name": name, "uid": job.uid},
+        "status": status,
+    });
+    Api::<DynamicObject>::namespaced_with(ctx.client.clone(), namespace, resource)
         .patch_status(
             &name,
             &PatchParams::apply(FIELD_MANAGER).force(),

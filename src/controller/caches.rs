@@ -18,9 +18,11 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
 use super::Shutdown;
+use super::decode::{self, Decoded};
 use crate::api::limits::MAX_TOTAL_REPLICAS;
 use crate::compile::{MANAGED_BY, OPERATOR_NAME, REPLICA_TYPE, TRAINSET};
 use crate::kinds::Served;
+use crate::telemetry::{Readiness, WatchHealth};
 
 /// Events a controller may fall behind by before its watch waits for it.
 const BUFFER: usize = 1024;
@@ -114,9 +116,10 @@ impl Watches {
     }
 
     /// Starts both watches; they run until `shutdown`.
-    pub fn start(self, client: &Client, shutdown: Shutdown) {
+    pub fn start(self, client: &Client, readiness: &Arc<Readiness>, shutdown: Shutdown) {
         tokio::spawn(watch(
             Api::all(client.clone()),
+            readiness.watch(),
             self.jobset_writer,
             self.jobset_routes,
             |jobset: &JobSet| {
@@ -130,6 +133,7 @@ impl Watches {
         ));
         tokio::spawn(watch(
             Api::all(client.clone()),
+            readiness.watch(),
             self.job_writer,
             self.job_routes,
             |job: &Job| job.labels().get(OPERATOR_NAME).cloned(),
@@ -203,7 +207,8 @@ impl Trim for Job {
 }
 
 async fn watch<T>(
-    api: Api<T>,
+    api: Api<Decoded<T>>,
+    mut health: WatchHealth,
     writer: Writer<T>,
     mut routes: HashMap<String, Sender<Result<T, watcher::Error>>>,
     route: fn(&T) -> Option<String>,
@@ -216,6 +221,8 @@ async fn watch<T>(
     let managed = watcher::Config::default().labels(&format!("{MANAGED_BY}={TRAINSET}"));
     let events = watcher(api, managed)
         .default_backoff()
+        .inspect(move |event| health.record(event))
+        .filter_map(|event| std::future::ready(event.map(decode::readable).transpose()))
         .modify(T::trim)
         .reflect(writer)
         .take_until(shutdown);

@@ -8,6 +8,7 @@
 
 mod apply;
 mod caches;
+mod decode;
 mod events;
 mod fetch;
 mod plan;
@@ -16,7 +17,6 @@ mod startup;
 mod trainjob;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -30,11 +30,12 @@ use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 
 use crate::kinds::{Served, Visitor, visit_all};
-use crate::telemetry::{KindLabels, Metrics};
+use crate::telemetry::{KindLabels, Metrics, Readiness};
 use apply::Applied;
+use decode::{Decoded, Undecodable};
 use fetch::Lookup;
 pub use startup::JOBSET_CRD;
 
@@ -49,6 +50,11 @@ pub enum Error {
         object: String,
         source: kube::Error,
     },
+    #[error("encoding the status of {object}: {source}")]
+    Encode {
+        object: String,
+        source: serde_json::Error,
+    },
     #[error("{object} has no namespace")]
     NoNamespace { object: String },
     #[error("generating the SSH key pair: {0}")]
@@ -61,6 +67,8 @@ pub enum Error {
     CreateRace { object: String },
     #[error("{runtime}, which TrainJob {job} names, does not exist (yet); retrying")]
     RuntimeMissing { runtime: String, job: String },
+    #[error("{runtime} cannot be read ({error}); retrying until it is fixed")]
+    RuntimeUnreadable { runtime: String, error: String },
 }
 
 impl Error {
@@ -69,11 +77,12 @@ impl Error {
     fn is_permanent(&self) -> bool {
         match self {
             Self::Kube { source, .. } => refused_content(source),
-            Self::Plan(_) | Self::NoNamespace { .. } => true,
+            Self::Plan(_) | Self::NoNamespace { .. } | Self::Encode { .. } => true,
             Self::SshKey(_)
             | Self::CachesClosed
             | Self::CreateRace { .. }
-            | Self::RuntimeMissing { .. } => false,
+            | Self::RuntimeMissing { .. }
+            | Self::RuntimeUnreadable { .. } => false,
         }
     }
 }
@@ -104,6 +113,8 @@ struct Context {
     caches: caches::Caches,
     recorder: events::Recorder,
     metrics: Arc<Metrics>,
+    /// Told when a watch keeps failing.
+    readiness: Arc<Readiness>,
     /// v1's `CUSTOM_CLUSTER_DOMAIN`, for TF_CONFIG.
     cluster_domain: Option<String>,
     /// Consecutive failed reconciles per object, for the retry backoff.
@@ -164,8 +175,10 @@ fn key<K: Served>(namespace: &str, name: &str) -> String {
     format!("{}/{namespace}/{name}", K::kind(&()))
 }
 
-fn object_key<K: Served>(job: &K) -> String {
-    key::<K>(&job.namespace().unwrap_or_default(), &job.name_any())
+/// [`key`] of a job, or of one that could not be read (its kind is the same).
+fn object_key<R: Resource<DynamicType = ()>>(job: &R) -> String {
+    let (namespace, name) = (job.namespace().unwrap_or_default(), job.name_any());
+    format!("{}/{namespace}/{name}", R::kind(&()))
 }
 
 type Shutdown = Shared<BoxFuture<'static, ()>>;
@@ -178,13 +191,13 @@ pub struct Settings {
     pub max_concurrent_reconciles: u16,
 }
 
-/// Runs a controller per served kind until `shutdown` resolves; `ready` turns true once the
-/// JobSet CRD is established and the caches have listed, just before the controllers start.
+/// Runs a controller per served kind until `shutdown` resolves; `readiness` learns when the
+/// caches have listed (just before the controllers start) and when a watch keeps failing.
 pub async fn run(
     client: Client,
     metrics: Arc<Metrics>,
     settings: Settings,
-    ready: Arc<AtomicBool>,
+    readiness: Arc<Readiness>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let shutdown: Shutdown = shutdown.boxed().shared();
@@ -204,6 +217,7 @@ pub async fn run(
         client: client.clone(),
         caches: watches.caches(),
         metrics,
+        readiness: readiness.clone(),
         cluster_domain: settings.cluster_domain,
         failures: Default::default(),
         status_writes: Default::default(),
@@ -263,14 +277,14 @@ pub async fn run(
     }
 
     let caches = ctx.caches.clone();
-    watches.start(&client, shutdown.clone());
+    watches.start(&client, &readiness, shutdown.clone());
     tokio::select! {
         listed = caches.ready() => if !listed {
             return Err(Error::CachesClosed);
         },
         () = shutdown.clone() => return Ok(()),
     }
-    ready.store(true, Ordering::Relaxed);
+    readiness.listed();
     futures::future::join_all(controllers).await;
     tracing::info!("controllers stopped");
     Ok(())
@@ -283,12 +297,14 @@ async fn controller<K: Served>(
     shutdown: Shutdown,
 ) {
     let (jobs, writer) = reflector::store();
+    let mut health = ctx.readiness.watch();
     // A job's own status writes (trainset's) change no generation: they wake nothing.
     let changes = watcher(
-        Api::<K>::all(ctx.client.clone()),
+        Api::<Decoded<K>>::all(ctx.client.clone()),
         watcher::Config::default(),
     )
     .default_backoff()
+    .inspect(move |event| health.record(event))
     .modify(|job| job.managed_fields_mut().clear())
     .reflect(writer)
     .applied_objects()
@@ -299,7 +315,7 @@ async fn controller<K: Served>(
         .watches_stream(triggers.jobs, |job| {
             let name = job.labels().get(jobset_label::JOBSET_NAME).cloned();
             name.zip(job.namespace())
-                .map(|(name, ns)| ObjectRef::<K>::new(&name).within(&ns))
+                .map(|(name, ns)| ObjectRef::<Decoded<K>>::new(&name).within(&ns))
         })
         .graceful_shutdown_on(shutdown)
         .run(reconcile::<K>, error_policy::<K>, ctx.clone())
@@ -329,23 +345,31 @@ async fn controller<K: Served>(
 
 /// Transient errors are retried with backoff (the count resets on success and is forgotten with
 /// the object); an error that waiting cannot heal waits for a change of the job instead.
-fn error_policy<K: Served>(job: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+fn error_policy<K: Served>(job: Arc<Decoded<K>>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.after_error(object_key(job.as_ref()), error)
 }
 
-async fn reconcile<K: Served>(job: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+async fn reconcile<K: Served>(
+    decoded: Arc<Decoded<K>>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
     let started = Instant::now();
-    let job = with_own_status(job, &ctx);
-    let result = fetch_plan_apply_report(job.as_ref(), &ctx).await;
+    let result = match &decoded.0 {
+        Ok(job) => {
+            let newer = with_own_status(job, &ctx);
+            fetch_plan_apply_report(newer.as_ref().unwrap_or(job), &ctx).await
+        }
+        Err(unreadable) => report_unreadable(decoded.as_ref(), unreadable, &ctx).await,
+    };
     match &result {
         Ok(_) => {
-            ctx.failures().remove(&object_key(job.as_ref()));
+            ctx.failures().remove(&object_key(decoded.as_ref()));
         }
         // Visible on the job itself (kubectl describe), not only in trainset's log.
         Err(error) => {
             let note = error.to_string();
             report::event(
-                job.as_ref(),
+                decoded.as_ref(),
                 EventType::Warning,
                 "ReconcileError",
                 note,
@@ -365,21 +389,47 @@ async fn reconcile<K: Served>(job: Arc<K>, ctx: Arc<Context>) -> Result<Action, 
 
 /// The job as this process last wrote it, if the job cache has not caught up with that write; a
 /// finished job's entry is dropped once the cache shows it.
-fn with_own_status<K: Served>(job: Arc<K>, ctx: &Context) -> Arc<K> {
-    let key = object_key(job.as_ref());
+fn with_own_status<K: Served>(job: &K, ctx: &Context) -> Option<K> {
+    let key = object_key(job);
     let mut writes = ctx.status_writes();
-    let Some(write) = writes.get(&key) else {
-        return job;
-    };
+    let write = writes.get(&key)?;
     if write.is_newer_than(job.resource_version().as_deref()) {
-        let mut newer = (*job).clone();
+        let mut newer = job.clone();
         newer.set_job_status(write.status.clone());
-        return Arc::new(newer);
+        return Some(newer);
     }
-    if plan::ended(job.as_ref()) {
+    if plan::ended(job) {
         writes.remove(&key);
     }
-    job
+    None
+}
+
+/// A job the types cannot read fails `InvalidSpec` naming the field, once; every other job of
+/// its kind runs on.
+async fn report_unreadable<K: Served>(
+    decoded: &Decoded<K>,
+    unreadable: &Undecodable,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let name = decoded.name_any();
+    let namespace = decoded.namespace().ok_or_else(|| Error::NoNamespace {
+        object: name.clone(),
+    })?;
+    if decoded.meta().deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let plan = plan::unreadable::<K>(&name, unreadable, &Time(Timestamp::now()));
+    if let Some(status) = &plan.status {
+        apply::write_status::<K>(decoded.meta(), &namespace, status, ctx).await?;
+        ctx.metrics
+            .unreadable
+            .get_or_create(&KindLabels {
+                framework: K::FRAMEWORK.to_owned(),
+            })
+            .inc();
+    }
+    report::report_as(decoded, K::FRAMEWORK, &plan.happened, ctx).await;
+    Ok(Action::await_change())
 }
 
 async fn fetch_plan_apply_report<K: Served>(job: &K, ctx: &Context) -> Result<Action, Error> {

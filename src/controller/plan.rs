@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
+use super::decode::Undecodable;
 use crate::api::{CleanPodPolicy, JobStatus};
 use crate::compile::Compiled;
 use crate::kinds::Served;
@@ -274,10 +275,35 @@ pub fn invalid<K: Served>(job: &K, reason: &str, now: &Time) -> Plan {
 
 /// The job fails with `<Kind><reason>` for something trainset decided, and waits for a change.
 fn refuse<K: Served>(job: &K, reason: &str, message: String, now: &Time) -> Plan {
-    let name = job.name_any();
+    refuse_over::<K>(&job.name_any(), job.job_status(), reason, message, now)
+}
+
+/// A job the types cannot read fails `InvalidSpec` naming the field, over the status it has.
+pub fn unreadable<K: Served>(name: &str, unreadable: &Undecodable, now: &Time) -> Plan {
+    let previous: Option<JobStatus> = unreadable
+        .status
+        .clone()
+        .and_then(|status| serde_json::from_value(status).ok());
+    if previous.as_ref().is_some_and(status::is_terminal) {
+        return Plan::default();
+    }
+    let message = format!(
+        "{} {name} cannot be read: {}",
+        K::kind(&()),
+        unreadable.error
+    );
+    refuse_over::<K>(name, previous.as_ref(), INVALID_SPEC, message, now)
+}
+
+fn refuse_over<K: Served>(
+    name: &str,
+    previous: Option<&JobStatus>,
+    reason: &str,
+    message: String,
+    now: &Time,
+) -> Plan {
     let kind = K::kind(&());
-    let subject = subject::<K>(&name, &kind, &[]);
-    let previous = job.job_status();
+    let subject = subject::<K>(name, &kind, &[]);
     let next = status::fail(&subject, previous, reason, &message, now);
     let empty = JobStatus::default();
     Plan {

@@ -533,12 +533,7 @@ async fn delete_and_wait(client: &Client, ns: TestNamespace) {
 async fn start_trainset(client: &Client) -> operator::Extra {
     let address = loopback(PORT);
     let extra = operator::spawn_extra(client, &address).await;
-    trainset_e2e::wait_for(
-        Duration::from_secs(90),
-        "the bench's trainset to lead",
-        || async { (http_get(&address, "/readyz").await?.0 == 200).then_some(()) },
-    )
-    .await;
+    trainset_e2e::wait_leading(&address, Duration::from_secs(90)).await;
     extra
 }
 

@@ -11,9 +11,10 @@ use std::time::Instant;
 use futures::{FutureExt, StreamExt};
 use jobset_types::JobSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -22,8 +23,11 @@ use kube::{Client, Resource, ResourceExt};
 
 use super::apply::{self, Applied};
 use super::caches::Trigger;
-use super::{Context, Error, FIELD_MANAGER, Shutdown, kube_error, report};
-use crate::api::trainer::{AnyRuntime, ClusterTrainingRuntime, TrainJob, TrainingRuntime};
+use super::decode::{self, Decoded};
+use super::{Context, Error, Shutdown, kube_error, report};
+use crate::api::trainer::{
+    AnyRuntime, ClusterTrainingRuntime, TrainJob, TrainJobStatus, TrainingRuntime,
+};
 use crate::compile::SshKeyPair;
 use crate::compile::trainjob::{self, Runtime, RuntimeKind, snapshot};
 use crate::telemetry::KindLabels;
@@ -50,21 +54,32 @@ pub async fn served(client: &Client) -> Result<bool, kube::Error> {
 /// The runtimes, from their watches.
 #[derive(Clone)]
 struct Runtimes {
-    namespaced: Store<TrainingRuntime>,
-    cluster: Store<ClusterTrainingRuntime>,
+    namespaced: Store<Decoded<TrainingRuntime>>,
+    cluster: Store<Decoded<ClusterTrainingRuntime>>,
 }
 
 impl Runtimes {
-    fn get(&self, kind: RuntimeKind, namespace: &str, name: &str) -> Option<AnyRuntime> {
+    /// The runtime, or why it cannot be read; `None` when it does not exist.
+    fn get(
+        &self,
+        kind: RuntimeKind,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Result<AnyRuntime, String>> {
+        let read = |error: &decode::Undecodable| error.error.clone();
         match kind {
             RuntimeKind::Cluster => self
                 .cluster
                 .get(&ObjectRef::new(name))
-                .map(|r| AnyRuntime::Cluster((*r).clone())),
+                .map(|r| r.0.clone().map(AnyRuntime::Cluster).map_err(|e| read(&e))),
             RuntimeKind::Namespaced => self
                 .namespaced
                 .get(&ObjectRef::new(name).within(namespace))
-                .map(|r| AnyRuntime::Namespaced((*r).clone())),
+                .map(|r| {
+                    r.0.clone()
+                        .map(AnyRuntime::Namespaced)
+                        .map_err(|e| read(&e))
+                }),
         }
     }
 
@@ -72,7 +87,8 @@ impl Runtimes {
     fn framework(&self, job: &TrainJob) -> String {
         let runtime = trainjob::runtime_ref(job)
             .ok()
-            .and_then(|(kind, name)| self.get(kind, &job.namespace().unwrap_or_default(), name));
+            .and_then(|(kind, name)| self.get(kind, &job.namespace().unwrap_or_default(), name))
+            .and_then(Result::ok);
         runtime
             .as_ref()
             .and_then(AnyRuntime::framework)
@@ -89,21 +105,25 @@ struct TrainJobContext {
 /// The TrainJobs in `jobs` that wait on the runtime `kind`/`namespace`/`name`: those not
 /// finished that name it.
 fn naming(
-    jobs: &Store<TrainJob>,
+    jobs: &Store<Decoded<TrainJob>>,
     kind: RuntimeKind,
     namespace: Option<&str>,
     name: &str,
-) -> Vec<ObjectRef<TrainJob>> {
-    jobs.state()
+) -> Vec<ObjectRef<Decoded<TrainJob>>> {
+    let state = jobs.state();
+    state
         .iter()
-        .filter(|job| {
+        .filter(|decoded| {
+            let Ok(job) = &decoded.0 else {
+                return false;
+            };
             !job.status
                 .as_ref()
                 .is_some_and(crate::status::trainjob::is_finished)
+                && namespace.is_none_or(|ns| job.namespace().as_deref() == Some(ns))
+                && trainjob::runtime_ref(job).is_ok_and(|r| r == (kind, name))
         })
-        .filter(|job| namespace.is_none_or(|ns| job.namespace().as_deref() == Some(ns)))
-        .filter(|job| trainjob::runtime_ref(job).is_ok_and(|r| r == (kind, name)))
-        .map(|job| ObjectRef::from_obj(job.as_ref()))
+        .map(|decoded| ObjectRef::from_obj(decoded.as_ref()))
         .collect()
 }
 
@@ -125,28 +145,36 @@ pub async fn run(
             cluster,
         },
     });
+    let (mut jobs_health, mut namespaced_health, mut cluster_health) = (
+        ctx.base.readiness.watch(),
+        ctx.base.readiness.watch(),
+        ctx.base.readiness.watch(),
+    );
     let changes = watcher(
-        Api::<TrainJob>::all(client.clone()),
+        Api::<Decoded<TrainJob>>::all(client.clone()),
         watcher::Config::default(),
     )
     .default_backoff()
+    .inspect(move |event| jobs_health.record(event))
     .modify(|job| job.managed_fields_mut().clear())
     .reflect(job_writer)
     .applied_objects()
     .predicate_filter(predicates::generation, Default::default());
     let namespaced_runtimes = watcher(
-        Api::<TrainingRuntime>::all(client.clone()),
+        Api::<Decoded<TrainingRuntime>>::all(client.clone()),
         watcher::Config::default(),
     )
     .default_backoff()
+    .inspect(move |event| namespaced_health.record(event))
     .modify(|r| r.managed_fields_mut().clear())
     .reflect(namespaced_writer)
     .applied_objects();
     let cluster_runtimes = watcher(
-        Api::<ClusterTrainingRuntime>::all(client),
+        Api::<Decoded<ClusterTrainingRuntime>>::all(client),
         watcher::Config::default(),
     )
     .default_backoff()
+    .inspect(move |event| cluster_health.record(event))
     .modify(|r| r.managed_fields_mut().clear())
     .reflect(cluster_writer)
     .applied_objects();
@@ -154,23 +182,29 @@ pub async fn run(
     Controller::for_stream(changes, jobs)
         .with_config(config)
         .owns_stream(jobsets)
-        .watches_stream(namespaced_runtimes, move |runtime: TrainingRuntime| {
-            let namespace = runtime.namespace();
-            naming(
-                &waiting_namespaced,
-                RuntimeKind::Namespaced,
-                Some(namespace.as_deref().unwrap_or_default()),
-                &runtime.name_any(),
-            )
-        })
-        .watches_stream(cluster_runtimes, move |runtime: ClusterTrainingRuntime| {
-            naming(
-                &waiting_cluster,
-                RuntimeKind::Cluster,
-                None,
-                &runtime.name_any(),
-            )
-        })
+        .watches_stream(
+            namespaced_runtimes,
+            move |runtime: Decoded<TrainingRuntime>| {
+                let namespace = runtime.namespace();
+                naming(
+                    &waiting_namespaced,
+                    RuntimeKind::Namespaced,
+                    Some(namespace.as_deref().unwrap_or_default()),
+                    &runtime.name_any(),
+                )
+            },
+        )
+        .watches_stream(
+            cluster_runtimes,
+            move |runtime: Decoded<ClusterTrainingRuntime>| {
+                naming(
+                    &waiting_cluster,
+                    RuntimeKind::Cluster,
+                    None,
+                    &runtime.name_any(),
+                )
+            },
+        )
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|result| {
@@ -197,26 +231,33 @@ fn failure_key(namespace: &str, name: &str) -> String {
     format!("TrainJob/{namespace}/{name}")
 }
 
-fn job_key(job: &TrainJob) -> String {
+fn job_key(job: &impl Resource) -> String {
     failure_key(&job.namespace().unwrap_or_default(), &job.name_any())
 }
 
 /// Transient errors (a missing runtime among them) are retried with backoff; an error that
 /// waiting cannot heal waits for a change of the TrainJob.
-fn error_policy(job: Arc<TrainJob>, error: &Error, ctx: Arc<TrainJobContext>) -> Action {
-    ctx.base.after_error(job_key(&job), error)
+fn error_policy(job: Arc<Decoded<TrainJob>>, error: &Error, ctx: Arc<TrainJobContext>) -> Action {
+    ctx.base.after_error(job_key(job.as_ref()), error)
 }
 
-async fn reconcile(job: Arc<TrainJob>, ctx: Arc<TrainJobContext>) -> Result<Action, Error> {
+async fn reconcile(
+    job: Arc<Decoded<TrainJob>>,
+    ctx: Arc<TrainJobContext>,
+) -> Result<Action, Error> {
     let started = Instant::now();
-    let result = fetch_plan_apply_report(&job, &ctx).await;
+    let result = match &job.0 {
+        Ok(trainjob) => fetch_plan_apply_report(trainjob, &ctx).await,
+        Err(unreadable) => report_unreadable(job.as_ref(), unreadable, &ctx.base).await,
+    };
     match &result {
         Ok(_) => {
-            ctx.base.failures().remove(&job_key(&job));
+            ctx.base.failures().remove(&job_key(job.as_ref()));
         }
         Err(error) => {
             let reason = match error {
                 Error::RuntimeMissing { .. } => "TrainingRuntimeNotFound",
+                Error::RuntimeUnreadable { .. } => "TrainingRuntimeUnreadable",
                 _ => "ReconcileError",
             };
             report::event(
@@ -343,6 +384,10 @@ async fn compile(
                 .ok_or_else(|| Error::RuntimeMissing {
                     runtime: format!("{kind} {runtime_name}"),
                     job: format!("{namespace}/{name}"),
+                })?
+                .map_err(|error| Error::RuntimeUnreadable {
+                    runtime: format!("{kind} {runtime_name}"),
+                    error,
                 })?;
             match snapshot::snapshot(job, &runtime) {
                 Ok(config_map) => (runtime, Some(config_map)),
@@ -410,19 +455,7 @@ async fn apply(
         apply::suspend(&jobsets, &name, write).await?;
     }
     if let Some(status) = &plan.status {
-        let body = serde_json::json!({
-            "apiVersion": TrainJob::api_version(&()),
-            "kind": TrainJob::kind(&()),
-            "status": status,
-        });
-        Api::<TrainJob>::namespaced(client.clone(), namespace)
-            .patch_status(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(body),
-            )
-            .await
-            .map_err(kube_error("patching status of TrainJob", &name))?;
+        write_status(job.meta(), namespace, status, &ctx.base).await?;
     }
     if plan.delete_jobset {
         jobsets
@@ -431,4 +464,45 @@ async fn apply(
             .map_err(kube_error("deleting JobSet", &name))?;
     }
     Ok(Applied::Done)
+}
+
+async fn write_status(
+    job: &ObjectMeta,
+    namespace: &str,
+    status: &TrainJobStatus,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let status = serde_json::to_value(status).map_err(|source| Error::Encode {
+        object: job.name.clone().unwrap_or_default(),
+        source,
+    })?;
+    let resource = ApiResource::erase::<TrainJob>(&());
+    apply::apply_status(&resource, job, namespace, status, ctx).await
+}
+
+/// A TrainJob the types cannot read fails `InvalidSpec` naming the field, once.
+async fn report_unreadable(
+    decoded: &Decoded<TrainJob>,
+    unreadable: &decode::Undecodable,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let name = decoded.name_any();
+    let namespace = decoded.namespace().ok_or_else(|| Error::NoNamespace {
+        object: name.clone(),
+    })?;
+    if decoded.meta().deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let plan = plan::unreadable(&name, unreadable, &Time(Timestamp::now()));
+    if let Some(status) = &plan.status {
+        write_status(decoded.meta(), &namespace, status, ctx).await?;
+        ctx.metrics
+            .unreadable
+            .get_or_create(&KindLabels {
+                framework: FRAMEWORK.to_owned(),
+            })
+            .inc();
+    }
+    report::report_as(decoded, FRAMEWORK, &plan.happened, ctx).await;
+    Ok(Action::await_change())
 }

@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
 use crate::api::trainer::{TRAINJOB_CONTROLLER, TrainJob, TrainJobStatus};
+use crate::controller::decode::Undecodable;
 use crate::controller::plan::{
     Happened, INVALID_SPEC, NAME_CONFLICT, SuspendWrite, foreign_holder, name_conflict,
 };
@@ -181,7 +182,24 @@ fn suspend_write(
 
 /// The TrainJob fails with `reason` for something trainset decided, and waits for a change.
 fn refuse(job: &TrainJob, reason: &str, message: String, now: &Time) -> Plan {
-    let previous = job.status.clone().unwrap_or_default();
+    refuse_over(job.status.clone().unwrap_or_default(), reason, message, now)
+}
+
+/// A TrainJob the types cannot read fails `InvalidSpec` naming the field, over the status it has.
+pub fn unreadable(name: &str, unreadable: &Undecodable, now: &Time) -> Plan {
+    let previous: TrainJobStatus = unreadable
+        .status
+        .clone()
+        .and_then(|status| serde_json::from_value(status).ok())
+        .unwrap_or_default();
+    if status::is_finished(&previous) {
+        return Plan::default();
+    }
+    let message = format!("TrainJob {name} cannot be read: {}", unreadable.error);
+    refuse_over(previous, INVALID_SPEC, message, now)
+}
+
+fn refuse_over(previous: TrainJobStatus, reason: &str, message: String, now: &Time) -> Plan {
     let next = status::fail(previous.clone(), reason, &message, now);
     Plan {
         status: (next != previous).then_some(next),
