@@ -366,6 +366,52 @@ fn a_job_first_seen_finished_starts_when_its_earliest_job_started() {
 }
 
 #[test]
+fn a_job_that_ran_unseen_between_two_looks_still_ends_with_running_false() {
+    let created = derive(
+        None,
+        &jobset(false, 0, json!([])),
+        &[job("worker", 0, 0, 0, 0)],
+        1,
+    );
+    assert_eq!(
+        conditions(&created),
+        [c("Created", "True", "PyTorchJobCreated")]
+    );
+    let done = jobset(
+        false,
+        0,
+        json!([condition("Completed", "AllJobsCompleted", "done")]),
+    );
+    let succeeded = derive(Some(&created), &done, &[job("worker", 0, 0, 2, 0)], 5);
+    assert_eq!(
+        conditions(&succeeded),
+        [
+            c("Created", "True", "PyTorchJobCreated"),
+            c("Running", "False", "PyTorchJobRunning"),
+            c("Succeeded", "True", "PyTorchJobSucceeded"),
+        ]
+    );
+    let failed_jobset = jobset(
+        false,
+        0,
+        json!([condition("Failed", "FailedJobs", "worker failed")]),
+    );
+    let failed = derive(
+        Some(&created),
+        &failed_jobset,
+        &[job("worker", 0, 0, 0, 1)],
+        5,
+    );
+    assert_eq!(
+        conditions(&failed)[1],
+        c("Running", "False", "PyTorchJobRunning")
+    );
+    // No pod ever counted: nothing ran, so there is no Running to end.
+    let never = derive(Some(&created), &failed_jobset, &[], 5);
+    assert!(never.conditions.iter().all(|c| c.type_ != "Running"));
+}
+
+#[test]
 fn the_same_observation_later_changes_nothing_but_nothing_is_patched_for_it() {
     let jobs = [job("worker", 0, 1, 0, 0)];
     let first = derive(None, &jobset(false, 0, json!([])), &jobs, 0);

@@ -412,6 +412,34 @@ pub(crate) fn parse<K: serde::de::DeserializeOwned>(manifest: Value) -> Result<K
     })
 }
 
+/// Kueue names a LocalQueue by the queue-name label and refuses, on the JobSet, one that is not
+/// a DNS subdomain (`team_a` is a valid label value but no queue name): refused here instead,
+/// naming the label, so the job fails at once rather than never getting its JobSet.
+fn queue_name(labels: &BTreeMap<String, String>) -> Result<(), CompileError> {
+    let Some(queue) = labels.get(keys::kueue::QUEUE_NAME) else {
+        return Ok(());
+    };
+    let label = |part: &str| {
+        let edge =
+            |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+        edge(part.chars().next())
+            && edge(part.chars().last())
+            && part
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
+    if queue.len() <= 253 && queue.split('.').all(label) {
+        return Ok(());
+    }
+    Err(CompileError::invalid(
+        format!("metadata.labels[{}]", keys::kueue::QUEUE_NAME),
+        format!(
+            "Invalid value: {queue:?}: a LocalQueue name must be a lowercase RFC 1123 subdomain \
+             (lower case letters, digits, '-' and '.', starting and ending with a letter or digit)"
+        ),
+    ))
+}
+
 fn compile<F: Framework>(job: &F::Job, options: &Options<'_>) -> Result<Compiled, CompileError> {
     let ctx = context::<F>(job, options);
     bounds::names(ctx.name(), ctx.namespace())?;
@@ -425,6 +453,7 @@ fn compile<F: Framework>(job: &F::Job, options: &Options<'_>) -> Result<Compiled
     let (config_map, secret) = F::extra_objects(&ctx, options)?;
 
     let labels = job.labels();
+    queue_name(labels)?;
     let mut jobset_labels = BTreeMap::from([(MANAGED_BY.to_owned(), TRAINSET.to_owned())]);
     for key in [keys::kueue::QUEUE_NAME, keys::kueue::PRIORITY_CLASS] {
         if let Some(value) = labels.get(key) {

@@ -3,15 +3,16 @@
 use std::fmt::Debug;
 
 use jobset_types::JobSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+    Preconditions,
 };
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::plan::{self, Plan, SuspendWrite};
+use super::plan::{self, Holder, Plan, SuspendWrite};
 use super::{Context, Error, FIELD_MANAGER, kube_error, refused_content};
 use crate::api::{CleanPodPolicy, JobStatus};
 use crate::compile::{Compiled, JOB_NAME, OPERATOR_NAME};
@@ -26,6 +27,12 @@ pub enum Applied {
     /// The JobSet to create exists already: the cache had not seen it yet. Nothing after the
     /// creation was written.
     Exists,
+    /// An object of a name the job needs belongs to someone else (said here): it is left
+    /// untouched, and the job cannot run.
+    Foreign(String),
+    /// An object of a name the job needs (named here) is an earlier job's, being removed: look
+    /// again once it is gone.
+    Earlier(String),
 }
 
 pub async fn apply<K: Served>(
@@ -37,7 +44,7 @@ pub async fn apply<K: Served>(
     let name = job.name_any();
     let jobsets: Api<JobSet> = Api::namespaced(ctx.client.clone(), namespace);
     if let Some(compiled) = &plan.create {
-        match created(create(namespace, compiled, ctx).await)? {
+        match create(namespace, compiled, ctx).await? {
             Applied::Done => {}
             other => return Ok(other),
         }
@@ -58,8 +65,16 @@ pub async fn apply<K: Served>(
         clean_pods::<K>(&name, namespace, policy, ctx).await?;
     }
     if plan.delete_job {
+        // This job, not one created since under its name.
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: job.uid(),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
         Api::<K>::namespaced(ctx.client.clone(), namespace)
-            .delete(&name, &DeleteParams::background())
+            .delete(&name, &params)
             .await
             .map_err(kube_error("deleting", &name))?;
         tracing::info!(%name, namespace, "deleted after ttlSecondsAfterFinished");
@@ -96,7 +111,7 @@ pub(super) async fn suspend(
 }
 
 /// How creating a JobSet ended, for [`Applied`].
-pub(super) fn created(result: Result<(), Error>) -> Result<Applied, Error> {
+fn created(result: Result<(), Error>) -> Result<Applied, Error> {
     match result {
         Ok(()) => Ok(Applied::Done),
         Err(Error::Kube { source, .. }) if conflict(&source) => Ok(Applied::Exists),
@@ -122,43 +137,136 @@ fn post_params() -> PostParams {
     }
 }
 
-/// Creates the auxiliary objects once, then the JobSet.
+/// Creates the auxiliary objects once, then the JobSet. An object of one of their names that
+/// is not the job's own stops it there, untouched.
 pub(super) async fn create(
     namespace: &str,
     compiled: &Compiled,
     ctx: &Context,
-) -> Result<(), Error> {
+) -> Result<Applied, Error> {
     if let Some(config_map) = &compiled.config_map {
         let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
-        create_once(&api, config_map).await?;
+        if let Some(stop) = create_once(&api, config_map).await? {
+            return Ok(stop);
+        }
     }
     if let Some(secret) = &compiled.secret {
         let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
-        create_once(&api, secret).await?;
+        if let Some(stop) = create_once(&api, secret).await? {
+            return Ok(stop);
+        }
+    }
+    if let Some(stop) = service_taken(namespace, &compiled.jobset, ctx).await? {
+        return Ok(stop);
     }
     let name = compiled.jobset.name_any();
-    Api::<JobSet>::namespaced(ctx.client.clone(), namespace)
+    let made = Api::<JobSet>::namespaced(ctx.client.clone(), namespace)
         .create(&post_params(), &compiled.jobset)
         .await
-        .map_err(kube_error("creating JobSet", &name))?;
-    Ok(())
+        .map(|_| ())
+        .map_err(kube_error("creating JobSet", &name));
+    created(made)
 }
 
-/// Creates `object` unless it exists: auxiliary objects are written once and never updated.
-pub(super) async fn create_once<T>(api: &Api<T>, object: &T) -> Result<(), Error>
+/// Creates `object` unless it exists: auxiliary objects are written once and never updated. One
+/// that exists is used only if the job controls it (its metadata alone is read, never a
+/// Secret's keys); otherwise what stops the job is returned.
+pub(super) async fn create_once<T>(api: &Api<T>, object: &T) -> Result<Option<Applied>, Error>
 where
-    T: Resource + Clone + Debug + serde::Serialize + serde::de::DeserializeOwned,
+    T: Resource<DynamicType = ()> + Clone + Debug + serde::Serialize + serde::de::DeserializeOwned,
 {
     let name = object.meta().name.clone().unwrap_or_default();
     match api.create(&post_params(), object).await {
-        Ok(_) => Ok(()),
-        Err(source) if conflict(&source) => Ok(()),
+        Ok(_) => Ok(None),
+        Err(source) if conflict(&source) => {
+            let described = format!("{} {name}", T::kind(&()));
+            let existing = api
+                .get_metadata_opt(&name)
+                .await
+                .map_err(kube_error("getting", &name))?;
+            Ok(match existing {
+                Some(existing) => claim(object.meta(), &existing.metadata, described),
+                // Deleted since: it was on its way out.
+                None => Some(Applied::Earlier(described)),
+            })
+        }
         Err(source) => Err(Error::Kube {
             action: "creating",
             object: name,
             source,
         }),
     }
+}
+
+/// Whether the `existing` object `described` may stand for the one `wanted` (which names the
+/// job as its controller): `None` when it is the job's own.
+fn claim(wanted: &ObjectMeta, existing: &ObjectMeta, described: String) -> Option<Applied> {
+    let owner = wanted
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))?;
+    match plan::holder(existing, &owner.kind, &owner.name, Some(&owner.uid)) {
+        Holder::This => None,
+        Holder::Earlier => Some(Applied::Earlier(described)),
+        Holder::Foreign(holder) => Some(Applied::Foreign(plan::resource_exists(
+            &described,
+            &holder,
+            &owner.kind,
+            &owner.name,
+        ))),
+    }
+}
+
+/// The JobSet controller makes the headless Service `<subdomain>` for its pods' DNS names and
+/// takes over one that exists: a Service of that name that no JobSet of this name controls
+/// (a user's TensorBoard Service named like the job, say) would leave the pods without DNS.
+async fn service_taken(
+    namespace: &str,
+    jobset: &JobSet,
+    ctx: &Context,
+) -> Result<Option<Applied>, Error> {
+    let name = jobset.name_any();
+    let subdomain = jobset
+        .spec
+        .network
+        .as_ref()
+        .and_then(|network| network.subdomain.clone())
+        .unwrap_or_else(|| name.clone());
+    let existing = Api::<Service>::namespaced(ctx.client.clone(), namespace)
+        .get_metadata_opt(&subdomain)
+        .await
+        .map_err(kube_error("getting Service", &subdomain))?;
+    let Some(existing) = existing else {
+        return Ok(None);
+    };
+    let described = format!("Service {subdomain}");
+    let controller = existing
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true));
+    Ok(match controller {
+        // This job's JobSet's (a cache behind), or an earlier one's that its JobSet replaces.
+        Some(owner) if owner.kind == JobSet::kind(&()) && owner.name == name => None,
+        _ if existing.metadata.deletion_timestamp.is_some() => Some(Applied::Earlier(described)),
+        other => {
+            let holder = other.map_or("no controller".to_owned(), |o| {
+                format!("{} {}", o.kind, o.name)
+            });
+            let job = jobset
+                .owner_references()
+                .iter()
+                .find(|o| o.controller == Some(true));
+            let (kind, job) = job.map_or(("job", name.as_str()), |o| {
+                (o.kind.as_str(), o.name.as_str())
+            });
+            Some(Applied::Foreign(plan::resource_exists(
+                &described, &holder, kind, job,
+            )))
+        }
+    })
 }
 
 /// Server-side apply of the status: a field this manager stops sending (a count back at 0) is

@@ -6,7 +6,6 @@
 use jobset_types::JobSet;
 use jobset_types::keys::{kueue, label as jobset_label};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
@@ -68,7 +67,7 @@ pub async fn fetch<K: Served>(
             .get(&super::object_key(job))
             .map(|write| write.at.elapsed()),
     };
-    if !plan::managed_here(job) || plan::ended(job) {
+    if !plan::managed_here(job) || plan::ended(job) || plan::deleting(job) {
         return Ok(fetched);
     }
     let cached = ctx
@@ -100,7 +99,7 @@ pub async fn fetch<K: Served>(
     }
     let needs = plan::needs(job, fetched.jobset.as_ref());
     if needs.compiled {
-        fetched.compiled = Some(compile(job, namespace, ctx).await?);
+        fetched.compiled = Some(compile(job, namespace, ctx)?);
     }
     if needs.workload {
         fetched.own_workload = has_own_workload(job, ctx).await?;
@@ -110,7 +109,7 @@ pub async fn fetch<K: Served>(
 
 /// The job checked as the apiserver would (so a job stored under an older CRD fails the same
 /// way) and compiled; `Err` says why its spec is invalid.
-async fn compile<K: Served>(
+fn compile<K: Served>(
     job: &K,
     namespace: &str,
     ctx: &Context,
@@ -121,8 +120,10 @@ async fn compile<K: Served>(
     if let Err(reason) = admitted {
         return Ok(Err(reason));
     }
+    // A new key pair each time: the Secret is created once, and one that exists (made by an
+    // earlier reconcile) is kept and never read, so the key never leaves it.
     let key = if K::NEEDS_SSH_KEY {
-        Some(ssh_key(job, namespace, ctx).await?)
+        Some(SshKeyPair::generate()?)
     } else {
         None
     };
@@ -132,35 +133,6 @@ async fn compile<K: Served>(
         cluster_domain: ctx.cluster_domain.as_deref(),
     };
     Ok(job.compile(&options).map_err(|e| e.to_string()))
-}
-
-/// The key of an existing `<name>-ssh` Secret (so a recreated JobSet keeps it), or a new one.
-async fn ssh_key<K: Served>(job: &K, namespace: &str, ctx: &Context) -> Result<SshKeyPair, Error> {
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
-    let name = format!("{}-ssh", job.name_any());
-    let existing = secrets
-        .get_opt(&name)
-        .await
-        .map_err(kube_error("getting Secret", &name))?;
-    let text = |secret: &Secret, key: &str| {
-        secret
-            .data
-            .as_ref()?
-            .get(key)
-            .and_then(|v| String::from_utf8(v.0.clone()).ok())
-    };
-    if let Some(secret) = existing
-        && let (Some(private_key), Some(public_key)) = (
-            text(&secret, crate::compile::mpi::SSH_PRIVATE_KEY),
-            text(&secret, crate::compile::mpi::SSH_PUBLIC_KEY),
-        )
-    {
-        return Ok(SshKeyPair {
-            private_key,
-            public_key,
-        });
-    }
-    Ok(SshKeyPair::generate()?)
 }
 
 /// Kueue's Workload API, looked up only to learn whether Kueue queues a training job itself.

@@ -69,9 +69,21 @@ pub enum Error {
     RuntimeMissing { runtime: String, job: String },
     #[error("{runtime} cannot be read ({error}); retrying until it is fixed")]
     RuntimeUnreadable { runtime: String, error: String },
+    #[error("{message}")]
+    Waiting { message: String },
 }
 
 impl Error {
+    /// The reason of the Warning event an error puts on the job.
+    fn event_reason(&self) -> &'static str {
+        match self {
+            Self::RuntimeMissing { .. } => "TrainingRuntimeNotFound",
+            Self::RuntimeUnreadable { .. } => "TrainingRuntimeUnreadable",
+            Self::Waiting { .. } => "WaitingForEarlierJob",
+            _ => "ReconcileError",
+        }
+    }
+
     /// Whether retrying the same request can never succeed: the apiserver refused its content
     /// (400 Bad Request, 413 Too Large, 422 Invalid). Such errors wait for a change of the job.
     fn is_permanent(&self) -> bool {
@@ -82,17 +94,40 @@ impl Error {
             | Self::CachesClosed
             | Self::CreateRace { .. }
             | Self::RuntimeMissing { .. }
-            | Self::RuntimeUnreadable { .. } => false,
+            | Self::RuntimeUnreadable { .. }
+            | Self::Waiting { .. } => false,
         }
     }
 }
 
-/// The apiserver refused a request for what it contains, so sending it again cannot help. An
-/// admission webhook's denial is not that, whatever its code: webhooks deny for the moment
-/// (Kueue's JobSet webhook, until its cache has the job), so it is retried.
+/// The apiserver refused a request for what it contains, so sending it again cannot help: 400
+/// Bad Request, 413 Too Large, 422 Invalid, or an admission webhook's denial that names a field
+/// of what was sent and what is wrong with it (Kueue's `metadata.labels[...]: Invalid value`).
+/// Other webhook denials are for the moment (Kueue's JobSet webhook, until its cache has the
+/// job), and are retried.
 fn refused_content(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status)
-        if matches!(status.code, 400 | 413 | 422) && !status.message.starts_with("admission webhook "))
+    let kube::Error::Api(status) = error else {
+        return false;
+    };
+    match status.message.strip_prefix("admission webhook ") {
+        Some(denial) => matches!(status.code, 400 | 403 | 413 | 422) && names_a_field(denial),
+        None => matches!(status.code, 400 | 413 | 422),
+    }
+}
+
+/// Whether a denial reads as the apiserver's field errors (`<path>: <type>: <detail>`), of a type
+/// the same request meets again.
+fn names_a_field(denial: &str) -> bool {
+    const FINAL: [&str; 7] = [
+        ": Invalid value",
+        ": Required value",
+        ": Unsupported value",
+        ": Duplicate value",
+        ": Too long",
+        ": Too many",
+        ": Forbidden",
+    ];
+    FINAL.iter().any(|kind| denial.contains(kind))
 }
 
 fn kube_error(
@@ -371,7 +406,7 @@ async fn reconcile<K: Served>(
             report::event(
                 decoded.as_ref(),
                 EventType::Warning,
-                "ReconcileError",
+                error.event_reason(),
                 note,
                 &ctx,
             )
@@ -452,6 +487,11 @@ async fn fetch_plan_apply_report<K: Served>(job: &K, ctx: &Context) -> Result<Ac
             plan = plan::invalid(job, &reason, &now);
             apply::apply(job, &namespace, &plan, ctx).await?;
         }
+        Applied::Foreign(message) => {
+            plan = plan::resource_taken(job, message, &now);
+            apply::apply(job, &namespace, &plan, ctx).await?;
+        }
+        Applied::Earlier(object) => plan = plan::wait_for_earlier::<K>(job, &object),
         // Made and deleted again by someone else between the two looks: try again later.
         Applied::Exists => {
             return Err(Error::CreateRace {
@@ -503,6 +543,12 @@ mod tests {
         let webhook = "admission webhook \"vjobset.kb.io\" denied the request: not found";
         assert!(!denied(422, webhook).is_permanent());
         assert!(!denied(403, webhook).is_permanent());
+        let queue_name = "admission webhook \"vjobset.kb.io\" denied the request: \
+            metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: \"team_a\": a lowercase \
+            RFC 1123 subdomain must consist of lower case alphanumeric characters";
+        assert!(denied(403, queue_name).is_permanent());
+        assert!(denied(422, queue_name).is_permanent());
+        assert!(!denied(503, queue_name).is_permanent());
         assert!(!Error::CachesClosed.is_permanent());
     }
 

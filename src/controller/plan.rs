@@ -9,8 +9,9 @@ use jobset_types::keys::{kueue, terminal_state};
 use json_patch::Patch;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::ResourceExt;
+use kube::{Resource, ResourceExt};
 
 use super::decode::Undecodable;
 use crate::api::{CleanPodPolicy, JobStatus};
@@ -78,6 +79,10 @@ pub enum Happened {
     Restarted {
         count: i32,
     },
+    /// The job waits for an earlier job's object of the name it needs to go.
+    Waiting {
+        message: String,
+    },
     DeletedAfterTtl,
 }
 
@@ -127,9 +132,15 @@ pub fn ended<K: Served>(job: &K) -> bool {
     job.job_status().is_some_and(status::is_terminal)
 }
 
+/// Whether the job is being deleted: then nothing is written for it, least of all a JobSet the
+/// garbage collector has just deleted in the foreground.
+pub fn deleting<K: Resource>(job: &K) -> bool {
+    job.meta().deletion_timestamp.is_some()
+}
+
 /// What [`plan`] will need for this job and JobSet.
 pub fn needs<K: Served>(job: &K, jobset: Option<&JobSet>) -> Needs {
-    if !managed_here(job) || ended(job) {
+    if !managed_here(job) || ended(job) || deleting(job) {
         return Needs::default();
     }
     let Some(jobset) = jobset else {
@@ -171,7 +182,7 @@ fn subject<'a, K: Served>(name: &'a str, kind: &'a str, present: &'a [&'a str]) 
 pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
     let job = facts.job;
     let mut plan = Plan::default();
-    if !managed_here(job) {
+    if !managed_here(job) || deleting(job) {
         return Ok(plan);
     }
     let previous = job.job_status();
@@ -179,13 +190,18 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
         after_end(job, done, &facts.now, &mut plan);
         return Ok(plan);
     }
-    if let Some(holder) = facts
-        .jobset
-        .and_then(|js| foreign_holder(js, job.uid().as_deref()))
-    {
-        let kind = K::kind(&());
-        let message = name_conflict(&kind, &job.name_any(), &holder);
-        return Ok(refuse(job, NAME_CONFLICT, message, &facts.now));
+    if let Some(live) = facts.jobset {
+        let (kind, name) = (K::kind(&()), job.name_any());
+        match holder(live.meta(), &kind, &name, job.uid().as_deref()) {
+            Holder::This => {}
+            Holder::Earlier => {
+                return Ok(wait_for_earlier(job, &format!("JobSet {name}")));
+            }
+            Holder::Foreign(holder) => {
+                let message = name_conflict(&kind, &name, &holder);
+                return Ok(refuse(job, NAME_CONFLICT, message, &facts.now));
+            }
+        }
     }
     let created = match (facts.jobset, facts.compiled) {
         (Some(live), compiled) => {
@@ -273,6 +289,22 @@ pub fn invalid<K: Served>(job: &K, reason: &str, now: &Time) -> Plan {
     refuse(job, INVALID_SPEC, message, now)
 }
 
+/// The job fails as `ResourceExists`: an object of a name it needs is another's (`message`).
+pub fn resource_taken<K: Served>(job: &K, message: String, now: &Time) -> Plan {
+    refuse(job, RESOURCE_EXISTS, message, now)
+}
+
+/// The job writes nothing and looks again soon: an earlier job's `object` is on its way out.
+pub fn wait_for_earlier<K: Served>(job: &K, object: &str) -> Plan {
+    Plan {
+        happened: vec![Happened::Waiting {
+            message: waiting_for_earlier(object, &K::kind(&()), &job.name_any()),
+        }],
+        requeue: Some(EARLIER_WAIT),
+        ..Plan::default()
+    }
+}
+
 /// The job fails with `<Kind><reason>` for something trainset decided, and waits for a change.
 fn refuse<K: Served>(job: &K, reason: &str, message: String, now: &Time) -> Plan {
     refuse_over::<K>(&job.name_any(), job.job_status(), reason, message, now)
@@ -321,19 +353,60 @@ pub const INVALID_SPEC: &str = "InvalidSpec";
 /// Why a job fails whose JobSet name another object's JobSet already has.
 pub const NAME_CONFLICT: &str = "JobSetNameConflict";
 
-/// Who holds the JobSet named after the job with `uid`, when that is not the job: the JobSet's
-/// controller (`TrainJob foo`), or nobody. A job without a uid (read from a file) holds nothing.
-pub fn foreign_holder(jobset: &JobSet, uid: Option<&str>) -> Option<String> {
-    let uid = uid?;
-    let controller = jobset
-        .owner_references()
+/// Who controls an object trainset needs under a name it derives from a job's (the JobSet, an
+/// MPI hostfile or SSH Secret, a runtime snapshot, the JobSet's Service).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Holder {
+    /// The job itself (its uid): the object is its own.
+    This,
+    /// An earlier job of the same kind and name (another uid), or an object already being
+    /// deleted: wait until the garbage collector has removed it, never adopt it.
+    Earlier,
+    /// Anything else, named (`TrainJob foo`, `no controller`): never used nor changed.
+    Foreign(String),
+}
+
+/// Who holds `object`, for the job of `kind` and `name` with `uid`. A job without a uid (read
+/// from a file) holds what it finds.
+pub fn holder(object: &ObjectMeta, kind: &str, name: &str, uid: Option<&str>) -> Holder {
+    let Some(uid) = uid else {
+        return Holder::This;
+    };
+    let controller = object
+        .owner_references
         .iter()
+        .flatten()
         .find(|o| o.controller == Some(true));
     match controller {
-        Some(owner) if owner.uid == uid => None,
-        Some(owner) => Some(format!("{} {}", owner.kind, owner.name)),
-        None => Some("no training job (it has no controller)".to_owned()),
+        Some(owner) if owner.uid == uid => Holder::This,
+        Some(owner) if owner.kind == kind && owner.name == name => Holder::Earlier,
+        _ if object.deletion_timestamp.is_some() => Holder::Earlier,
+        Some(owner) => Holder::Foreign(format!("{} {}", owner.kind, owner.name)),
+        None => Holder::Foreign("no controller".to_owned()),
     }
+}
+
+/// How long a job waits before looking again whether an earlier job's object is gone (its
+/// deletion also wakes it, when it is a JobSet).
+pub const EARLIER_WAIT: Duration = Duration::from_secs(5);
+
+/// What a job waiting for the `object` an earlier job of its name left is told.
+pub fn waiting_for_earlier(object: &str, kind: &str, name: &str) -> String {
+    format!(
+        "{object} belongs to an earlier {kind} {name} and is being deleted; {kind} {name} \
+         starts once it is gone"
+    )
+}
+
+/// Why a job fails whose hostfile, SSH Secret, runtime snapshot or Service name is another's.
+pub const RESOURCE_EXISTS: &str = "ResourceExists";
+
+/// What a job is told whose `object` (`ConfigMap train-config`) exists, held by `holder`.
+pub fn resource_exists(object: &str, holder: &str, kind: &str, name: &str) -> String {
+    format!(
+        "{object} already exists and is controlled by {holder}, not by {kind} {name}: it is left \
+         untouched. Rename the job, or delete the {object} if it is not needed."
+    )
 }
 
 /// What a job whose JobSet name is taken is told.

@@ -67,6 +67,11 @@ where
                     note,
                 )
             }
+            Happened::Waiting { message } => (
+                EventType::Normal,
+                "WaitingForEarlierJob".to_owned(),
+                message.clone(),
+            ),
             Happened::DeletedAfterTtl => {
                 metrics.deleted.get_or_create(&labels).inc();
                 continue;

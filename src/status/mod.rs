@@ -103,12 +103,18 @@ pub fn derive(
     if !(suspended && status.replica_statuses.is_empty()) {
         status.replica_statuses = replica_statuses(subject, observed.jobs, restarts);
     }
+    let ran = status
+        .replica_statuses
+        .values()
+        .chain(before.values())
+        .any(|r| r.active > 0 || r.succeeded > 0 || r.failed > 0);
     let mut conditions = Conditions {
         list: &mut status.conditions,
         now,
     };
 
     if let Some(done) = jobset_condition(jobset_condition::COMPLETED) {
+        conditions.ran_unseen(ran, kind, name);
         let reason = format!("{kind}Succeeded");
         conditions.set(
             SUCCEEDED,
@@ -133,6 +139,7 @@ pub fn derive(
         }
         status.completion_time = Some(now.clone());
     } else if let Some(failed) = jobset_condition(jobset_condition::FAILED) {
+        conditions.ran_unseen(ran, kind, name);
         let reason = format!("{kind}{}", subject.failure(&failed.reason));
         conditions.set(
             FAILED,
@@ -406,6 +413,18 @@ impl Conditions<'_> {
             existing.status = "False".to_owned();
             existing.last_transition_time = Some(self.now.clone());
             existing.last_update_time = Some(self.now.clone());
+        }
+    }
+
+    /// A job whose pods started and ended between two looks still ends with `Running` False,
+    /// as one seen running does: what users see does not depend on when trainset looked.
+    fn ran_unseen(&mut self, ran: bool, kind: &str, name: &str) {
+        if ran && !self.list.iter().any(|c| c.type_ == RUNNING) {
+            let (reason, message) = (
+                format!("{kind}Running"),
+                format!("{kind} {name} is running."),
+            );
+            self.set(RUNNING, false, &reason, &message);
         }
     }
 

@@ -70,16 +70,6 @@ pub fn snapshot(job: &TrainJob, runtime: &AnyRuntime) -> Result<ConfigMap, serde
     })
 }
 
-/// Whether `config_map` is `job`'s snapshot: controlled by the job (its uid). A ConfigMap of that
-/// name made by anyone else is not read.
-pub fn belongs_to(config_map: &ConfigMap, job: &TrainJob) -> bool {
-    let uid = job.uid();
-    config_map
-        .owner_references()
-        .iter()
-        .any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref())
-}
-
 /// The runtime a snapshot holds, which must be the one `kind`/`runtime_name` names.
 pub fn restore(
     config_map: &ConfigMap,

@@ -24,6 +24,7 @@ use kube::{Client, Resource, ResourceExt};
 use super::apply::{self, Applied};
 use super::caches::Trigger;
 use super::decode::{self, Decoded};
+use super::plan::{Holder, RESOURCE_EXISTS, holder, resource_exists, waiting_for_earlier};
 use super::{Context, Error, Shutdown, kube_error, report};
 use crate::api::trainer::{
     AnyRuntime, ClusterTrainingRuntime, TrainJob, TrainJobStatus, TrainingRuntime,
@@ -255,11 +256,7 @@ async fn reconcile(
             ctx.base.failures().remove(&job_key(job.as_ref()));
         }
         Err(error) => {
-            let reason = match error {
-                Error::RuntimeMissing { .. } => "TrainingRuntimeNotFound",
-                Error::RuntimeUnreadable { .. } => "TrainingRuntimeUnreadable",
-                _ => "ReconcileError",
-            };
+            let reason = error.event_reason();
             report::event(
                 job.as_ref(),
                 EventType::Warning,
@@ -318,6 +315,20 @@ async fn fetch_plan_apply_report(job: &TrainJob, ctx: &TrainJobContext) -> Resul
             });
             apply(job, &namespace, &plan, ctx).await?;
         }
+        Applied::Foreign(message) => {
+            let taken = Unrunnable {
+                reason: RESOURCE_EXISTS,
+                message,
+            };
+            plan = plan::plan(Facts {
+                job,
+                jobset: None,
+                compiled: Some(Err(taken)),
+                now,
+            });
+            apply(job, &namespace, &plan, ctx).await?;
+        }
+        Applied::Earlier(object) => plan = plan::wait_for_earlier(&name, &object),
         Applied::Exists => return Err(Error::CreateRace { object: name }),
     }
     let framework = ctx.runtimes.framework(job);
@@ -370,8 +381,27 @@ async fn compile(
     let kept = Api::<ConfigMap>::namespaced(ctx.base.client.clone(), namespace)
         .get_opt(&snapshot_name)
         .await
-        .map_err(kube_error("getting ConfigMap", &snapshot_name))?
-        .filter(|config_map| snapshot::belongs_to(config_map, job));
+        .map_err(kube_error("getting ConfigMap", &snapshot_name))?;
+    let described = format!("ConfigMap {snapshot_name}");
+    let kept = match kept
+        .as_ref()
+        .map(|cm| holder(cm.meta(), "TrainJob", &name, job.uid().as_deref()))
+    {
+        None => None,
+        Some(Holder::This) => kept,
+        // Left by an earlier TrainJob of this name: its runtime is not this one's.
+        Some(Holder::Earlier) => {
+            return Err(Error::Waiting {
+                message: waiting_for_earlier(&described, "TrainJob", &name),
+            });
+        }
+        Some(Holder::Foreign(holder)) => {
+            return Ok(Err(Unrunnable {
+                reason: RESOURCE_EXISTS,
+                message: resource_exists(&described, &holder, "TrainJob", &name),
+            }));
+        }
+    };
     let (runtime, new_snapshot) = match kept {
         Some(config_map) => match snapshot::restore(&config_map, kind, runtime_name) {
             Ok(runtime) => (runtime, None),
@@ -443,10 +473,12 @@ async fn apply(
     let jobsets: Api<JobSet> = Api::namespaced(client.clone(), namespace);
     if let Some(compiled) = &plan.create {
         if let Some(config_map) = &compiled.snapshot {
-            apply::create_once(&Api::namespaced(client.clone(), namespace), config_map).await?;
+            let config_maps = Api::namespaced(client.clone(), namespace);
+            if let Some(stop) = apply::create_once(&config_maps, config_map).await? {
+                return Ok(stop);
+            }
         }
-        let created = apply::create(namespace, &compiled.objects, &ctx.base).await;
-        match apply::created(created)? {
+        match apply::create(namespace, &compiled.objects, &ctx.base).await? {
             Applied::Done => {}
             other => return Ok(other),
         }

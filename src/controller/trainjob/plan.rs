@@ -8,12 +8,13 @@ use std::time::Duration;
 use jobset_types::JobSet;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::ResourceExt;
+use kube::{Resource, ResourceExt};
 
 use crate::api::trainer::{TRAINJOB_CONTROLLER, TrainJob, TrainJobStatus};
 use crate::controller::decode::Undecodable;
 use crate::controller::plan::{
-    Happened, INVALID_SPEC, NAME_CONFLICT, SuspendWrite, foreign_holder, name_conflict,
+    EARLIER_WAIT, Happened, Holder, INVALID_SPEC, NAME_CONFLICT, SuspendWrite, deleting, holder,
+    name_conflict, waiting_for_earlier,
 };
 use crate::status::FAILED;
 use crate::status::trainjob::{self as status, COMPLETE, DEADLINE_EXCEEDED};
@@ -77,33 +78,59 @@ fn finished(job: &TrainJob) -> bool {
 /// Whether the plan needs the TrainJob compiled: to create its JobSet, or to resume it with the
 /// TrainJob's current runtime patches (Kueue's node selectors and tolerations).
 pub fn needs_compiled(job: &TrainJob, jobset: Option<&JobSet>) -> bool {
-    if !managed_here(job) || finished(job) {
+    if !managed_here(job) || finished(job) || deleting(job) {
         return false;
     }
     match jobset {
         None => true,
         Some(live) => {
-            foreign_holder(live, job.uid().as_deref()).is_none()
+            holder_of(job, live) == Holder::This
                 && job.spec.suspend != Some(true)
                 && live.spec.suspend == Some(true)
         }
     }
 }
 
+/// The TrainJob `name` writes nothing and looks again soon: an earlier TrainJob's `object` is on
+/// its way out.
+pub fn wait_for_earlier(name: &str, object: &str) -> Plan {
+    Plan {
+        happened: vec![Happened::Waiting {
+            message: waiting_for_earlier(object, "TrainJob", name),
+        }],
+        requeue: Some(EARLIER_WAIT),
+        ..Plan::default()
+    }
+}
+
+fn holder_of(job: &TrainJob, live: &JobSet) -> Holder {
+    holder(
+        live.meta(),
+        "TrainJob",
+        &job.name_any(),
+        job.uid().as_deref(),
+    )
+}
+
 /// The plan for one reconcile.
 pub fn plan(facts: Facts<'_>) -> Plan {
     let job = facts.job;
     let mut plan = Plan::default();
-    if !managed_here(job) || finished(job) {
+    if !managed_here(job) || finished(job) || deleting(job) {
         return plan;
     }
     let name = job.name_any();
-    if let Some(holder) = facts
-        .jobset
-        .and_then(|live| foreign_holder(live, job.uid().as_deref()))
-    {
-        let message = name_conflict("TrainJob", &name, &holder);
-        return refuse(job, NAME_CONFLICT, message, &facts.now);
+    if let Some(live) = facts.jobset {
+        match holder_of(job, live) {
+            Holder::This => {}
+            Holder::Earlier => {
+                return wait_for_earlier(&name, &format!("JobSet {name}"));
+            }
+            Holder::Foreign(holder) => {
+                let message = name_conflict("TrainJob", &name, &holder);
+                return refuse(job, NAME_CONFLICT, message, &facts.now);
+            }
+        }
     }
     let created = match (facts.jobset, facts.compiled) {
         (Some(live), compiled) => {
