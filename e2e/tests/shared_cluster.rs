@@ -1,0 +1,183 @@
+//! One tenant's objects never stop, hijack or fail another's job (README, Reliability): objects
+//! of the names a job needs that it does not control are left untouched and named on the job
+//! (mpi-operator's `TestConfigMapNotControlledByUs` and `TestSecretNotControlledByUs`); an earlier
+//! job's JobSet of the same name is waited out, never adopted nor a reason to fail (JobSet's
+//! "same owner name, other UID"); a job being deleted gets no JobSet again.
+
+use std::time::Duration;
+
+use jobset_types::JobSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use trainset_e2e::{
+    TestNamespace, client, condition, create, delay, events_for, install_crds, operator, wait_for,
+    wait_state,
+};
+
+async fn setup(prefix: &str) -> (Client, TestNamespace) {
+    let client = client().await;
+    install_crds(&client).await;
+    operator::ensure(&client).await;
+    let ns = TestNamespace::create(&client, prefix).await;
+    (client, ns)
+}
+
+fn mpijob(name: &str) -> Value {
+    let pod = |container: &str| json!({"metadata": delay(2), "spec": {"containers": [{"name": container, "image": "busybox"}]}});
+    json!({
+        "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name},
+        "spec": {"mpiReplicaSpecs": {
+            "Launcher": {"replicas": 1, "template": pod("launcher")},
+            "Worker": {"replicas": 1, "template": pod("worker")}}}
+    })
+}
+
+fn jaxjob(name: &str, seconds: u32) -> Value {
+    json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "metadata": {"name": name},
+        "spec": {"jaxReplicaSpecs": {"Worker": {"replicas": 1, "template": {
+            "metadata": delay(seconds),
+            "spec": {"containers": [{"name": "jax", "image": "busybox"}]}}}}}
+    })
+}
+
+/// The job fails `MPIJobResourceExists` naming `object`, which is left as it was.
+async fn fails_naming(client: &Client, ns: &str, job: &str, object: &str) {
+    let api = create(client, ns, &mpijob(job)).await;
+    let status = wait_state(&api, job, "Failed", Duration::from_secs(60)).await;
+    let failed = condition(&status, "Failed");
+    assert_eq!(failed["reason"], "MPIJobResourceExists", "{status}");
+    let message = failed["message"].as_str().unwrap_or_default();
+    assert!(message.contains(object), "{message}");
+    let jobsets: Api<JobSet> = Api::namespaced(client.clone(), ns);
+    assert!(
+        jobsets.get_opt(job).await.expect("get").is_none(),
+        "no JobSet for a job that cannot run"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_configmap_the_job_does_not_control_is_left_untouched_and_named() {
+    let (client, ns) = setup("foreign-cm").await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let theirs: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "train-config"}, "data": {"lr": "0.1"}
+    }))
+    .expect("ConfigMap");
+    let made = config_maps
+        .create(&PostParams::default(), &theirs)
+        .await
+        .expect("the team's ConfigMap");
+    fails_naming(&client, &ns.name, "train", "ConfigMap train-config").await;
+    let after = config_maps.get("train-config").await.expect("still there");
+    assert_eq!(
+        after.resource_version(),
+        made.resource_version(),
+        "untouched"
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_secret_the_job_does_not_control_is_left_untouched_and_named() {
+    let (client, ns) = setup("foreign-secret").await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
+    let planted: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "train-ssh"}, "type": "kubernetes.io/ssh-auth",
+        "stringData": {"ssh-privatekey": "planted", "ssh-publickey": "planted"}
+    }))
+    .expect("Secret");
+    let made = secrets
+        .create(&PostParams::default(), &planted)
+        .await
+        .expect("the planted Secret");
+    fails_naming(&client, &ns.name, "train", "Secret train-ssh").await;
+    let after = secrets.get("train-ssh").await.expect("still there");
+    assert_eq!(
+        after.resource_version(),
+        made.resource_version(),
+        "untouched"
+    );
+    ns.delete().await;
+}
+
+/// Deleted and created again while the old JobSet is held by a finalizer: the new job waits
+/// (an event says why), runs once the old JobSet is gone, and succeeds.
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_job_created_again_waits_for_the_old_jobset_then_succeeds() {
+    let (client, ns) = setup("recreate").await;
+    let api = create(&client, &ns.name, &jaxjob("again", 30)).await;
+    wait_state(&api, "again", "Running", Duration::from_secs(60)).await;
+    let jobsets: Api<JobSet> = Api::namespaced(client.clone(), &ns.name);
+    let old = jobsets.get("again").await.expect("JobSet");
+    let hold = json!({"metadata": {"finalizers": ["example.com/hold"]}});
+    jobsets
+        .patch("again", &PatchParams::default(), &Patch::Merge(&hold))
+        .await
+        .expect("hold the JobSet");
+    api.delete("again", &DeleteParams::background())
+        .await
+        .expect("delete the job");
+    wait_for(
+        Duration::from_secs(30),
+        "the old job to be gone",
+        || async { api.get_opt("again").await.ok()?.is_none().then_some(()) },
+    )
+    .await;
+    let again = create(&client, &ns.name, &jaxjob("again", 2)).await;
+    wait_for(Duration::from_secs(30), "the wait to be told", || async {
+        let events = events_for(&client, &ns.name, "again").await;
+        events
+            .iter()
+            .any(|(_, reason)| reason == "WaitingForEarlierJob")
+            .then_some(())
+    })
+    .await;
+    let status = again.get("again").await.expect("job");
+    assert!(
+        status.data["status"]["conditions"]
+            .as_array()
+            .is_none_or(|c| c.iter().all(|c| c["type"] != "Failed")),
+        "the new job is not failed: {:?}",
+        status.data["status"]
+    );
+    let release = json!({"metadata": {"finalizers": null}});
+    jobsets
+        .patch("again", &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .expect("release the JobSet");
+    wait_state(&again, "again", "Succeeded", Duration::from_secs(90)).await;
+    let new = jobsets.get("again").await.expect("the new JobSet");
+    assert_ne!(new.uid(), old.uid(), "a JobSet of its own");
+    ns.delete().await;
+}
+
+/// A job deleted in the foreground while it runs: the garbage collector deletes its JobSet
+/// first, and trainset does not make it again.
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_job_deleted_in_the_foreground_gets_no_new_jobset() {
+    let (client, ns) = setup("foreground").await;
+    let api = create(&client, &ns.name, &jaxjob("going", 60)).await;
+    wait_state(&api, "going", "Running", Duration::from_secs(60)).await;
+    api.delete("going", &DeleteParams::foreground())
+        .await
+        .expect("delete in the foreground");
+    wait_for(Duration::from_secs(60), "the job to be gone", || async {
+        api.get_opt("going").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let jobsets: Api<JobSet> = Api::namespaced(client.clone(), &ns.name);
+    assert!(jobsets.get_opt("going").await.expect("get").is_none());
+    let events = events_for(&client, &ns.name, "going").await;
+    assert!(
+        !events.iter().any(|(_, reason)| reason == "JobSetRecreated"),
+        "{events:?}"
+    );
+    ns.delete().await;
+}
