@@ -1,5 +1,5 @@
 //! A TrainJob and its runtime compiled into one JobSet, as Trainer v2.3.0 builds it
-//! (`shared/reference/trainer-v2.md` §2): the whole JobSet of an SDK-shaped job on a torch
+//! the whole JobSet of an SDK-shaped job on a torch
 //! runtime as a snapshot, and each rule on its own.
 
 use serde_json::{Value, json};

@@ -1,4 +1,4 @@
-//! A TrainJob's status, v2's way (`shared/reference/trainer-v2.md` §1.3, §2.7): conditions
+//! A TrainJob's status, v2's way (as Trainer v2.3.0 writes it): conditions
 //! `Suspended`, `Complete` and `Failed` only (the Kubeflow SDK reads any other condition as "not
 //! running yet"), and `jobsStatus` copied from the JobSet (Kueue counts active Jobs by it); the
 //! additive `startTime` and `completionTime` Trainer lacks (KEP-2899). Unlike

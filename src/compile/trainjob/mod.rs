@@ -1,5 +1,5 @@
-//! Compiles a TrainJob and the runtime it names into one JobSet, as Trainer v2.3.0 builds it
-//! (`shared/reference/trainer-v2.md` §2): the runtime's JobSet template with the TrainJob's runtime
+//! Compiles a TrainJob and the runtime it names into one JobSet, as Trainer v2.3.0 builds it:
+//! the runtime's JobSet template with the TrainJob's runtime
 //! patches merged in order, `resourcesPerNode` merged into the trainer's `node` container, the
 //! node count, the ML policy's env and port (one file per policy behind [`MlPolicy`]), the
 //! initializers' and the trainer's settings, suspension and ownership; for MPI runtimes also the

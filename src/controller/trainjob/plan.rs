@@ -1,5 +1,5 @@
 //! What to do about one TrainJob, decided without I/O (Trainer v2.3.0's reconcile order,
-//! `shared/reference/trainer-v2.md` §2.1, with a finished TrainJob left finished): given the
+//! with a finished TrainJob left finished): given the
 //! TrainJob, its JobSet as the cache holds it, the TrainJob compiled when the plan needs it, and
 //! the time, which objects to write, what happened and when to look again.
 
