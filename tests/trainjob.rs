@@ -1172,3 +1172,30 @@ fn check_shipped_runtime(value: serde_json::Value, text: &str) -> String {
     assert_eq!(kinds, expected, "{name}");
     name
 }
+
+/// A TrainJob name that leaves its pods no DNS-label host name (the JobSet webhook would refuse
+/// the JobSet for ever) is an error naming `metadata.name`: 40 characters on a torchtune runtime,
+/// whose `dataset-initializer` is its longest replicated job.
+#[test]
+fn a_name_too_long_for_its_pods_host_names_is_refused() {
+    let spec = torchtune_runtime("torchtune-llama3.2-1b");
+    let runtime: TrainingRuntimeSpec = serde_json::from_value(spec).expect("a runtime");
+    let resolved = Runtime {
+        kind: RuntimeKind::Cluster,
+        name: "torchtune-llama3.2-1b",
+        spec: &runtime,
+    };
+    let named = |name: &str| {
+        let mut job = trainjob(json!({"runtimeRef": {"name": "torchtune-llama3.2-1b"}}));
+        job.metadata.name = Some(name.to_owned());
+        compile_trainjob(&job, &resolved, None).map_err(|e| e.to_string())
+    };
+    let refused = named("llama-finetune-experiment-2026-12-04-abc").map(|_| ());
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.starts_with("metadata.name: Too long") && e.contains("64 characters")),
+        "{refused:?}"
+    );
+    assert!(named("llama-finetune-experiment-2026-12-04-ab").is_ok());
+}

@@ -30,6 +30,32 @@ pub fn names(name: &str, namespace: &str) -> Result<(), CompileError> {
     Ok(())
 }
 
+/// A pod's host name under JobSet, `<jobset>-<replicated job>-<job index>-<pod index>`, is a DNS
+/// label: the JobSet webhook refuses a JobSet whose longest one would pass [`MAX_NAME`], and
+/// without that webhook the pods could not be made. Each replicated job is given as its name,
+/// its replicas and its pods per Job.
+pub fn pod_host_names<'a>(
+    job: &str,
+    replicated_jobs: impl IntoIterator<Item = (&'a str, i32, i32)>,
+) -> Result<(), CompileError> {
+    let digits = |count: i32| count.saturating_sub(1).max(0).to_string().len();
+    for (replicated, replicas, pods) in replicated_jobs {
+        let longest = job.len() + replicated.len() + digits(replicas) + digits(pods) + 3;
+        if longest > MAX_NAME {
+            let spare = longest - MAX_NAME;
+            return Err(CompileError::invalid(
+                "metadata.name",
+                format!(
+                    "Too long: the host names of the {replicated} pods would take {longest} \
+                     characters, more than the {MAX_NAME} a DNS label may: shorten the name by \
+                     {spare}"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub fn replicas<J: TrainingJob>(groups: &[Group<'_>]) -> Result<(), CompileError> {
     let mut total: i64 = 0;
     for group in groups {
@@ -95,5 +121,29 @@ impl std::io::Write for Counter {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_longest_pod_host_name_is_a_dns_label() {
+        let torchtune = |job: &str| {
+            super::pod_host_names(job, [("dataset-initializer", 1, 1), ("node", 1, 16)])
+        };
+        // `<39>-dataset-initializer-0-0` has 63 characters, `<40>-...` 64.
+        assert!(torchtune(&"a".repeat(39)).is_ok());
+        let refused = torchtune(&"a".repeat(40)).map_err(|e| e.to_string());
+        assert_eq!(
+            refused,
+            Err(
+                "metadata.name: Too long: the host names of the dataset-initializer pods would \
+                 take 64 characters, more than the 63 a DNS label may: shorten the name by 1"
+                    .to_owned()
+            )
+        );
+        // Indexes count in digits: the 16th pod ends in `-0-15`.
+        assert!(super::pod_host_names(&"a".repeat(53), [("node", 1, 16)]).is_ok());
+        assert!(super::pod_host_names(&"a".repeat(54), [("node", 1, 16)]).is_err());
     }
 }

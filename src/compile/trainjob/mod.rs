@@ -573,6 +573,13 @@ pub fn compile_trainjob(
     }
     policy.inject(&mut spec, &facts)?;
     spec.suspend = job.spec.suspend;
+    super::bounds::pod_host_names(
+        &name,
+        spec.replicated_jobs.iter().map(|r| {
+            let pods = r.template.spec.as_ref().and_then(|s| s.parallelism);
+            (r.name.as_str(), r.replicas.unwrap_or(1), pods.unwrap_or(1))
+        }),
+    )?;
 
     let owner = Owner {
         api_version: TrainJob::api_version(&()).into_owned(),
