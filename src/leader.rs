@@ -237,6 +237,10 @@ impl Elector {
                 held.resource_version = lease.metadata.resource_version;
                 Ok(())
             }
+            // Deleted (its namespace going, say): this process holds nothing any more.
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                Err(Renewal::Taken("nobody: it was deleted".to_owned()))
+            }
             // Written meanwhile: by this process's own earlier, timed-out renewal, or by another.
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 let lease = bounded(self.api.get(&self.name))
