@@ -570,6 +570,16 @@ async fn kustomize_install_upgrade_from_the_previous_release_and_uninstall() {
         "-k",
         &previous.join("deploy").display().to_string(),
     ]);
+    // The previous release's ClusterRole lacks `*/finalizers`, without which this apiserver's
+    // OwnerReferencesPermissionEnforcement refuses every JobSet it creates: a cluster with that
+    // plugin needs today's ClusterRole (a superset) before it can run the previous release.
+    let clusterrole = repo_root().join("deploy/clusterrole.yaml");
+    kubectl(&[
+        "apply",
+        "--server-side",
+        "-f",
+        &clusterrole.display().to_string(),
+    ]);
     let pod = deployment_pod(&client, &[]).await;
     let binary = previous.join("trainset");
     let old = RunningPod::start(&client, &pod, Runtime::Binary(&binary), PORT).await;
