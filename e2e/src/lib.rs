@@ -21,6 +21,13 @@ pub fn repo_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// Cargo's target directory (`CARGO_TARGET_DIR`, which `.ci/run` keeps outside the repository),
+/// where the binaries are and the tests write their logs.
+pub fn target_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| repo_root().join("target"), std::path::PathBuf::from)
+}
+
 /// `127.0.0.1:<TRAINSET_E2E_PORT_BASE + offset>`: every port the tests use derives from the
 /// cluster's port base, which `e2e/cluster env` exports (its default is written there only).
 pub fn loopback(offset: u16) -> String {
@@ -530,7 +537,7 @@ pub mod operator {
     fn binary() -> std::path::PathBuf {
         std::env::var_os("TRAINSET_BIN")
             .map(Into::into)
-            .unwrap_or_else(|| super::repo_root().join("target/debug/trainset"))
+            .unwrap_or_else(|| super::target_dir().join("debug/trainset"))
     }
 
     /// Applies `deploy/namespace.yaml`, `clusterrole.yaml` and `rbac.yaml` and returns a fresh
@@ -578,7 +585,7 @@ pub mod operator {
     /// A kubeconfig that authenticates as the trainset ServiceAccount with a fresh token.
     async fn service_account_kubeconfig(client: &Client) -> std::path::PathBuf {
         let token = service_account_token(client).await;
-        let path = super::repo_root().join("target/trainset-e2e.kubeconfig");
+        let path = super::target_dir().join("trainset-e2e.kubeconfig");
         write_token_kubeconfig(&path, &token);
         path
     }
@@ -609,7 +616,7 @@ pub mod operator {
     fn log_files() -> (Stdio, Stdio) {
         let path = std::env::var_os("TRAINSET_E2E_LOG")
             .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| super::repo_root().join("target/trainset-e2e.log"));
+            .unwrap_or_else(|| super::target_dir().join("trainset-e2e.log"));
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

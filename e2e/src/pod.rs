@@ -202,15 +202,15 @@ pub struct RunningPod {
 
 impl RunningPod {
     /// Starts `pod`'s container with its metrics on `loopback(port)`; logs go to
-    /// `target/pod-<name>.log`.
+    /// `<target>/pod-<name>.log`.
     pub async fn start(client: &Client, pod: &Pod, runtime: Runtime<'_>, port: u16) -> Self {
         let name = pod.name_any();
         let namespace = pod.namespace().unwrap_or_default();
         let address = loopback(port);
         let spec = spec_of(pod, &address);
         let token = token(client, &namespace, &spec.service_account).await;
-        let dir = repo_root().join(format!("target/pod-{name}"));
-        let log_path = repo_root().join(format!("target/pod-{name}.log"));
+        let dir = crate::target_dir().join(format!("pod-{name}"));
+        let log_path = crate::target_dir().join(format!("pod-{name}.log"));
         let log = std::fs::File::create(&log_path)
             .unwrap_or_else(|e| panic!("{}: {e}", log_path.display()));
         let err = log.try_clone().expect("log");

@@ -187,7 +187,7 @@ async fn deployment_pod(client: &Client, other_than: &[String]) -> Pod {
 /// 200: a standby would too, a leader once its watches listed) and alive.
 async fn leads(client: &Client, pod: &RunningPod) {
     let what = format!(
-        "pod {} to lead and be ready on {}{} (target/pod-{}.log)",
+        "pod {} to lead and be ready on {}{} (pod-{}.log in the target directory)",
         pod.name, pod.address, pod.readiness, pod.name
     );
     wait_for(Duration::from_secs(60), &what, || async {
