@@ -30,25 +30,30 @@ pub fn names(name: &str, namespace: &str) -> Result<(), CompileError> {
     Ok(())
 }
 
-/// A pod's host name under JobSet, `<jobset>-<replicated job>-<job index>-<pod index>`, is a DNS
-/// label: the JobSet webhook refuses a JobSet whose longest one would pass [`MAX_NAME`], and
-/// without that webhook the pods could not be made. Each replicated job is given as its name,
-/// its replicas and its pods per Job.
-pub fn pod_host_names<'a>(
+/// What the Job controller adds to a pod's name after `<jobset>-<replicated job>-<job
+/// index>-<pod index>`: `-` and five random characters.
+const POD_NAME_SUFFIX: usize = 6;
+
+/// A pod's name under JobSet, `<jobset>-<replicated job>-<job index>-<pod index>-<5 random>`, is
+/// a DNS label: the JobSet webhook refuses a JobSet whose longest one would pass [`MAX_NAME`]
+/// (and without that webhook the pods could not be made). Each replicated job is given as its
+/// name, its replicas and its pods per Job.
+pub fn pod_names<'a>(
     job: &str,
     replicated_jobs: impl IntoIterator<Item = (&'a str, i32, i32)>,
 ) -> Result<(), CompileError> {
     let digits = |count: i32| count.saturating_sub(1).max(0).to_string().len();
     for (replicated, replicas, pods) in replicated_jobs {
-        let longest = job.len() + replicated.len() + digits(replicas) + digits(pods) + 3;
+        let longest =
+            job.len() + replicated.len() + digits(replicas) + digits(pods) + 3 + POD_NAME_SUFFIX;
         if longest > MAX_NAME {
             let spare = longest - MAX_NAME;
             return Err(CompileError::invalid(
                 "metadata.name",
                 format!(
-                    "Too long: the host names of the {replicated} pods would take {longest} \
-                     characters, more than the {MAX_NAME} a DNS label may: shorten the name by \
-                     {spare}"
+                    "Too long: the names of the {replicated} pods would take {longest} \
+                     characters (with the 5 random ones the Job controller adds), more than the \
+                     {MAX_NAME} a DNS label may: shorten the name by {spare}"
                 ),
             ));
         }
@@ -127,23 +132,23 @@ impl std::io::Write for Counter {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_longest_pod_host_name_is_a_dns_label() {
-        let torchtune = |job: &str| {
-            super::pod_host_names(job, [("dataset-initializer", 1, 1), ("node", 1, 16)])
-        };
-        // `<39>-dataset-initializer-0-0` has 63 characters, `<40>-...` 64.
-        assert!(torchtune(&"a".repeat(39)).is_ok());
-        let refused = torchtune(&"a".repeat(40)).map_err(|e| e.to_string());
+    fn the_longest_pod_name_is_a_dns_label() {
+        let torchtune =
+            |job: &str| super::pod_names(job, [("dataset-initializer", 1, 1), ("node", 1, 16)]);
+        // `<33>-dataset-initializer-0-0-abcde` has 63 characters, `<34>-...` 64.
+        assert!(torchtune(&"a".repeat(33)).is_ok());
+        let refused = torchtune(&"a".repeat(34)).map_err(|e| e.to_string());
         assert_eq!(
             refused,
             Err(
-                "metadata.name: Too long: the host names of the dataset-initializer pods would \
-                 take 64 characters, more than the 63 a DNS label may: shorten the name by 1"
+                "metadata.name: Too long: the names of the dataset-initializer pods would take \
+                 64 characters (with the 5 random ones the Job controller adds), more than the 63 \
+                 a DNS label may: shorten the name by 1"
                     .to_owned()
             )
         );
         // Indexes count in digits: the 16th pod ends in `-0-15`.
-        assert!(super::pod_host_names(&"a".repeat(53), [("node", 1, 16)]).is_ok());
-        assert!(super::pod_host_names(&"a".repeat(54), [("node", 1, 16)]).is_err());
+        assert!(super::pod_names(&"a".repeat(47), [("node", 1, 16)]).is_ok());
+        assert!(super::pod_names(&"a".repeat(48), [("node", 1, 16)]).is_err());
     }
 }

@@ -573,7 +573,7 @@ pub fn compile_trainjob(
     }
     policy.inject(&mut spec, &facts)?;
     spec.suspend = job.spec.suspend;
-    super::bounds::pod_host_names(
+    super::bounds::pod_names(
         &name,
         spec.replicated_jobs.iter().map(|r| {
             let pods = r.template.spec.as_ref().and_then(|s| s.parallelism);
