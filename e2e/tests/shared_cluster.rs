@@ -2,7 +2,9 @@
 //! of the names a job needs that it does not control are left untouched and named on the job
 //! (mpi-operator's `TestConfigMapNotControlledByUs` and `TestSecretNotControlledByUs`); an earlier
 //! job's JobSet of the same name is waited out, never adopted nor a reason to fail (JobSet's
-//! "same owner name, other UID"); a job being deleted gets no JobSet again.
+//! "same owner name, other UID"); a job being deleted gets no JobSet again; a Job or pod that
+//! Kubernetes refuses, said only in the JobSet and Job controllers' events, fails the job naming
+//! the field.
 
 use std::time::Duration;
 
@@ -179,5 +181,51 @@ async fn a_job_deleted_in_the_foreground_gets_no_new_jobset() {
         !events.iter().any(|(_, reason)| reason == "JobSetRecreated"),
         "{events:?}"
     );
+    ns.delete().await;
+}
+
+/// The job fails `JAXJobInvalidSpec` with `expected` (the field Kubernetes named) in its message,
+/// and its JobSet goes: Kubernetes refused what the JobSet makes, which no retry can change.
+async fn refused_by_kubernetes(client: &Client, ns: &str, job: &Value, expected: &str) {
+    let name = job["metadata"]["name"].as_str().unwrap_or_default();
+    let api = create(client, ns, job).await;
+    let status = wait_state(&api, name, "Failed", Duration::from_secs(60)).await;
+    let failed = condition(&status, "Failed");
+    assert_eq!(failed["reason"], "JAXJobInvalidSpec", "{status}");
+    let message = failed["message"].as_str().unwrap_or_default();
+    assert!(message.contains(expected), "{expected:?} not in {message}");
+    let jobsets: Api<JobSet> = Api::namespaced(client.clone(), ns);
+    wait_for(Duration::from_secs(60), "the JobSet to go", || async {
+        jobsets.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+/// A pod only Kubernetes checks (an init container without an image): the Job controller says
+/// so only in a `FailedCreate` event on the Job, and the job would sit with no pods.
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_pod_kubernetes_refuses_fails_the_job_naming_the_field() {
+    let (client, ns) = setup("pod-refused").await;
+    let mut job = jaxjob("no-image", 2);
+    job["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["initContainers"] =
+        json!([{"name": "init"}]);
+    let field = "spec.initContainers[0].image: Required value";
+    refused_by_kubernetes(&client, &ns.name, &job, field).await;
+    ns.delete().await;
+}
+
+/// A Job Kubernetes refuses (a `containerPort` of 70000, which an int32 schema lets through):
+/// the JobSet controller says so only in a `JobCreationFailed` event on the JobSet (JobSet's
+/// own test of an invalid Job template).
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_job_kubernetes_refuses_fails_the_job_naming_the_field() {
+    let (client, ns) = setup("job-refused").await;
+    let mut job = jaxjob("bad-port", 2);
+    job["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["ports"] =
+        json!([{"name": "jaxjob-port", "containerPort": 70000}]);
+    let field = "containerPort: Invalid value: 70000";
+    refused_by_kubernetes(&client, &ns.name, &job, field).await;
     ns.delete().await;
 }

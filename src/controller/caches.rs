@@ -18,6 +18,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
 use super::Shutdown;
+use super::creation_failures::{self, CreationFailures};
 use super::decode::{self, Decoded};
 use crate::api::limits::MAX_TOTAL_REPLICAS;
 use crate::compile::{MANAGED_BY, OPERATOR_NAME, REPLICA_TYPE, TRAINSET};
@@ -40,6 +41,8 @@ pub struct Triggers {
 pub struct Caches {
     pub jobsets: Store<JobSet>,
     pub jobs: Store<Job>,
+    /// What Kubernetes refused to create for the JobSets in `jobsets`.
+    pub creation_failures: CreationFailures,
 }
 
 impl Caches {
@@ -67,6 +70,33 @@ impl Caches {
             .map(|job| (*job).clone())
             .collect()
     }
+
+    /// What Kubernetes said it cannot create for `jobset` (a Job, a Job's pod), if anything.
+    pub fn creation_failure(&self, jobset: &JobSet) -> Option<String> {
+        self.creation_failures.of(jobset, self)
+    }
+}
+
+/// Where a changed JobSet is sent: the controller of its controller owner's kind.
+#[derive(Clone, Default)]
+pub struct Routes(HashMap<String, Sender<Result<JobSet, watcher::Error>>>);
+
+impl Routes {
+    fn key(jobset: &JobSet) -> Option<String> {
+        let owner = jobset
+            .owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true));
+        owner.map(|o| o.kind.clone())
+    }
+
+    /// Wakes the controller of `jobset`'s job, if one runs.
+    pub async fn send_jobset(&mut self, jobset: JobSet) {
+        if let Some(tx) = Self::key(&jobset).and_then(|key| self.0.get_mut(&key)) {
+            // A closed channel is a controller that stopped: nothing to tell.
+            let _ = tx.send(Ok(jobset)).await;
+        }
+    }
 }
 
 /// The two watches before they start: controllers take their triggers first.
@@ -75,7 +105,7 @@ pub struct Watches {
     jobset_writer: Writer<JobSet>,
     job_writer: Writer<Job>,
     /// By the kind of a JobSet's controller owner.
-    jobset_routes: HashMap<String, Sender<Result<JobSet, watcher::Error>>>,
+    jobset_routes: Routes,
     /// By a Job's `training.kubeflow.org/operator-name`.
     job_routes: HashMap<String, Sender<Result<Job, watcher::Error>>>,
 }
@@ -85,10 +115,14 @@ impl Watches {
         let (jobsets, jobset_writer) = reflector::store();
         let (jobs, job_writer) = reflector::store();
         Self {
-            caches: Caches { jobsets, jobs },
+            caches: Caches {
+                jobsets,
+                jobs,
+                creation_failures: CreationFailures::default(),
+            },
             jobset_writer,
             job_writer,
-            jobset_routes: HashMap::new(),
+            jobset_routes: Routes::default(),
             job_routes: HashMap::new(),
         }
     }
@@ -111,24 +145,20 @@ impl Watches {
     /// trigger nobody reads stalls the watch once its buffer is full.
     pub fn jobset_trigger(&mut self, kind: &str) -> Trigger<JobSet> {
         let (jobset_tx, jobsets) = channel(BUFFER);
-        self.jobset_routes.insert(kind.to_owned(), jobset_tx);
+        self.jobset_routes.0.insert(kind.to_owned(), jobset_tx);
         jobsets
     }
 
-    /// Starts both watches; they run until `shutdown`.
+    /// Starts both watches, and those of the events saying what Kubernetes could not create
+    /// for them; they run until `shutdown`.
     pub fn start(self, client: &Client, readiness: &Arc<Readiness>, shutdown: Shutdown) {
+        creation_failures::start(client, &self.caches, &self.jobset_routes, &shutdown);
         tokio::spawn(watch(
             Api::all(client.clone()),
             readiness.watch(),
             self.jobset_writer,
-            self.jobset_routes,
-            |jobset: &JobSet| {
-                let owner = jobset
-                    .owner_references()
-                    .iter()
-                    .find(|o| o.controller == Some(true));
-                owner.map(|o| o.kind.clone())
-            },
+            self.jobset_routes.0,
+            Routes::key,
             shutdown.clone(),
         ));
         tokio::spawn(watch(
@@ -369,6 +399,7 @@ mod tests {
         let caches = Caches {
             jobsets,
             jobs: store,
+            creation_failures: CreationFailures::default(),
         };
         let demo: JobSet = serde_json::from_value(json!({
             "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",

@@ -24,6 +24,8 @@ pub struct Fetched {
     pub compiled: Option<Result<crate::compile::Compiled, String>>,
     pub own_workload: bool,
     pub since_status_write: Option<std::time::Duration>,
+    /// What Kubernetes said it cannot create for the JobSet, while it runs.
+    pub creation_failure: Option<String>,
 }
 
 /// Where a JobSet missing from the cache is looked for.
@@ -46,6 +48,7 @@ impl Fetched {
             own_workload: self.own_workload,
             now: now.clone(),
             since_status_write: self.since_status_write,
+            creation_failure: self.creation_failure.take(),
         }
     }
 }
@@ -66,6 +69,7 @@ pub async fn fetch<K: Served>(
             .status_writes()
             .get(&super::object_key(job))
             .map(|write| write.at.elapsed()),
+        creation_failure: None,
     };
     if !plan::managed_here(job) || plan::ended(job) || plan::deleting(job) {
         return Ok(fetched);
@@ -94,6 +98,7 @@ pub async fn fetch<K: Served>(
                 .map_err(kube_error("listing Jobs of", &name))?
                 .items
         } else {
+            fetched.creation_failure = ctx.caches.creation_failure(jobset);
             ctx.caches.jobs_of(jobset)
         };
     }

@@ -8,6 +8,7 @@
 
 mod apply;
 mod caches;
+mod creation_failures;
 mod decode;
 mod events;
 mod fetch;

@@ -43,6 +43,8 @@ pub struct Facts<'a, K> {
     pub now: Time,
     /// How long ago this process last wrote the job's status, if it did.
     pub since_status_write: Option<Duration>,
+    /// What Kubernetes said it cannot create for the JobSet (a Job, a pod), if anything.
+    pub creation_failure: Option<String>,
 }
 
 /// A change of replica counts alone is written at most this often; a change of condition, state
@@ -202,6 +204,11 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
                 return Ok(refuse(job, NAME_CONFLICT, message, &facts.now));
             }
         }
+        if let Some(refusal) = refused_by_kubernetes(live, facts.creation_failure.as_deref()) {
+            let mut plan = invalid(job, &refusal, &facts.now);
+            plan.delete_jobset = true;
+            return Ok(plan);
+        }
     }
     let created = match (facts.jobset, facts.compiled) {
         (Some(live), compiled) => {
@@ -346,6 +353,15 @@ fn refuse_over<K: Served>(
         }],
         ..Plan::default()
     }
+}
+
+/// Why the running JobSet `live` can never make the job's pods, from what Kubernetes said it cannot
+/// create for it (`failure`): only a refusal of the object's content (`... is invalid: <field>:
+/// ...`), which no retry passes. Others (an exceeded quota, a webhook's denial, a namespace's
+/// pod security) may pass once the cluster changes, and the Job and JobSet controllers retry them.
+pub fn refused_by_kubernetes(live: &JobSet, failure: Option<&str>) -> Option<String> {
+    let failure = failure.filter(|f| f.contains(" is invalid: "))?;
+    (!jobset_finished(live)).then(|| format!("Kubernetes refuses what its JobSet makes: {failure}"))
 }
 
 /// Why a job fails whose spec cannot run.
@@ -639,11 +655,50 @@ mod tests {
             own_workload: false,
             now: at(now),
             since_status_write: None,
+            creation_failure: None,
         }
     }
 
     fn state(plan: &Plan) -> Option<String> {
         plan.status.as_ref().and_then(|s| s.state.clone())
+    }
+
+    #[test]
+    fn a_job_whose_pods_kubernetes_refuses_fails_naming_the_field_and_its_jobset_goes() {
+        let job = pytorch(json!({}), json!(null));
+        let live = running_jobset();
+        let refused = "Job demo-master-0: Error creating: Pod \"demo-master-0-0-x\" is invalid: \
+                       spec.initContainers[0].image: Required value";
+        let refused_plan = plan(Facts {
+            creation_failure: Some(refused.to_owned()),
+            ..facts(&job, Some(&live), &[], 0)
+        })
+        .expect("plan");
+        assert_eq!(state(&refused_plan).as_deref(), Some(status::FAILED));
+        assert!(refused_plan.delete_jobset && refused_plan.create.is_none());
+        let failed = refused_plan
+            .status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .find(|c| c.type_ == status::FAILED)
+            .expect("Failed");
+        assert_eq!(failed.reason.as_deref(), Some("PyTorchJobInvalidSpec"));
+        let message = failed.message.as_deref().unwrap_or_default();
+        assert!(
+            message.contains("spec.initContainers[0].image: Required value"),
+            "{message}"
+        );
+
+        // An exceeded quota may pass later: the Job controller retries, the job runs on.
+        let quota = "Job demo-master-0: Error creating: pods \"demo-master-0-0-x\" is forbidden: \
+                     exceeded quota: compute, requested: cpu=2, used: cpu=8, limited: cpu=8";
+        let quota_plan = plan(Facts {
+            creation_failure: Some(quota.to_owned()),
+            ..facts(&job, Some(&live), &[], 0)
+        })
+        .expect("plan");
+        assert_ne!(state(&quota_plan).as_deref(), Some(status::FAILED));
+        assert!(!quota_plan.delete_jobset);
     }
 
     #[test]
@@ -738,6 +793,7 @@ mod tests {
             own_workload: false,
             now: at(0),
             since_status_write: None,
+            creation_failure: None,
         };
         let plan = plan(facts).expect("plan");
         assert!(plan.create.is_none() && plan.suspend.is_none() && !plan.delete_jobset);

@@ -312,6 +312,7 @@ async fn fetch_plan_apply_report(job: &TrainJob, ctx: &TrainJobContext) -> Resul
                 jobset: None,
                 compiled: Some(Err(unrunnable)),
                 now,
+                creation_failure: None,
             });
             apply(job, &namespace, &plan, ctx).await?;
         }
@@ -325,6 +326,7 @@ async fn fetch_plan_apply_report(job: &TrainJob, ctx: &TrainJobContext) -> Resul
                 jobset: None,
                 compiled: Some(Err(taken)),
                 now,
+                creation_failure: None,
             });
             apply(job, &namespace, &plan, ctx).await?;
         }
@@ -356,6 +358,7 @@ async fn plan_with(
         jobset,
         compiled,
         now: now.clone(),
+        creation_failure: jobset.and_then(|js| ctx.base.caches.creation_failure(js)),
     }))
 }
 

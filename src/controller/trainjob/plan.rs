@@ -14,7 +14,7 @@ use crate::api::trainer::{TRAINJOB_CONTROLLER, TrainJob, TrainJobStatus};
 use crate::controller::decode::Undecodable;
 use crate::controller::plan::{
     EARLIER_WAIT, Happened, Holder, INVALID_SPEC, NAME_CONFLICT, SuspendWrite, deleting, holder,
-    name_conflict, waiting_for_earlier,
+    name_conflict, refused_by_kubernetes, waiting_for_earlier,
 };
 use crate::status::FAILED;
 use crate::status::trainjob::{self as status, COMPLETE, DEADLINE_EXCEEDED};
@@ -46,6 +46,8 @@ pub struct Facts<'a> {
     /// The TrainJob compiled, when [`needs_compiled`] says so.
     pub compiled: Option<Result<Compiled, Unrunnable>>,
     pub now: Time,
+    /// What Kubernetes said it cannot create for the JobSet (a Job, a pod), if anything.
+    pub creation_failure: Option<String>,
 }
 
 /// What to write, in order: the snapshot and JobSet, the JobSet's suspension, the status, the
@@ -55,7 +57,7 @@ pub struct Plan {
     pub create: Option<Compiled>,
     pub suspend: Option<SuspendWrite>,
     pub status: Option<TrainJobStatus>,
-    /// Delete the JobSet: the TrainJob ran past its deadline.
+    /// Delete the JobSet: the TrainJob ran past its deadline, or Kubernetes refuses its pods.
     pub delete_jobset: bool,
     pub happened: Vec<Happened>,
     /// When to reconcile again without a change (a deadline); `None` waits for one.
@@ -130,6 +132,12 @@ pub fn plan(facts: Facts<'_>) -> Plan {
                 let message = name_conflict("TrainJob", &name, &holder);
                 return refuse(job, NAME_CONFLICT, message, &facts.now);
             }
+        }
+        if let Some(refusal) = refused_by_kubernetes(live, facts.creation_failure.as_deref()) {
+            let unrunnable = invalid(&name, refusal);
+            let mut plan = refuse(job, unrunnable.reason, unrunnable.message, &facts.now);
+            plan.delete_jobset = true;
+            return plan;
         }
     }
     let created = match (facts.jobset, facts.compiled) {
@@ -336,6 +344,7 @@ mod tests {
             jobset,
             compiled,
             now: at(100),
+            creation_failure: None,
         }
     }
 
@@ -374,6 +383,25 @@ mod tests {
         assert_eq!(true_conditions(&plan), [pair("Failed", NAME_CONFLICT)]);
         let message = &plan.status.as_ref().expect("status").conditions[0].message;
         assert!(message.contains("belongs to PyTorchJob tj"), "{message}");
+    }
+
+    #[test]
+    fn a_trainjob_whose_pods_kubernetes_refuses_fails_and_its_jobset_goes() {
+        let job = trainjob(json!({}), Value::Null);
+        let live = own(false, json!({}));
+        let refused = "Job tj-node-0: Error creating: Pod \"tj-node-0-0-x\" is invalid: \
+                       spec.initContainers[0].image: Required value";
+        let plan = plan(Facts {
+            creation_failure: Some(refused.to_owned()),
+            ..facts(&job, Some(&live), None)
+        });
+        assert!(plan.delete_jobset && plan.create.is_none());
+        assert_eq!(true_conditions(&plan), [pair("Failed", INVALID_SPEC)]);
+        let message = &plan.status.as_ref().expect("status").conditions[0].message;
+        assert!(
+            message.contains("initContainers[0].image: Required value"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -1,0 +1,155 @@
+//! What Kubernetes refused to create for trainset's JobSets, learnt from the events that are the
+//! only place it is said: the JobSet controller's `JobCreationFailed` (a Job it cannot create)
+//! and the Job controller's `FailedCreate` (a pod it cannot create). Neither sets a condition, so
+//! without this a job whose pods Kubernetes refuses (an init container without an image, a
+//! `containerPort` of 70000) would sit with no pods for ever. One watch per reason, selected by
+//! field on the apiserver; only events about a JobSet or Job in the caches are kept, so other
+//! tenants' events cost nothing but their delivery.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::StreamExt;
+use jobset_types::JobSet;
+use jobset_types::keys::label as jobset_label;
+use k8s_openapi::api::core::v1::Event;
+use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+
+use super::Shutdown;
+use super::caches::{Caches, Routes};
+
+/// The events watched: (the kind of the object they are about, their reason).
+const WATCHED: [(&str, &str); 2] = [("JobSet", "JobCreationFailed"), ("Job", "FailedCreate")];
+
+/// At most this many objects' failures are kept: each is a live JobSet or Job of trainset's, and
+/// an entry goes when its event expires (the apiserver's event TTL, an hour by default).
+const MAX_KEPT: usize = 10_000;
+
+/// The latest creation failure said of each of trainset's JobSets and Jobs, by the object's uid.
+#[derive(Clone, Default)]
+pub struct CreationFailures(Arc<Mutex<HashMap<String, Failure>>>);
+
+#[derive(Clone, Debug)]
+struct Failure {
+    /// The event's own uid: its deletion (expiry) forgets the failure.
+    event: String,
+    /// `Job x-worker-0: Job.batch "x-worker-0" is invalid: ...`.
+    message: String,
+}
+
+impl CreationFailures {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Failure>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What Kubernetes said it could not create for `jobset` (the JobSet itself, then its Jobs
+    /// as the caches hold them), if anything.
+    pub fn of(&self, jobset: &JobSet, caches: &Caches) -> Option<String> {
+        let failures = self.lock();
+        if failures.is_empty() {
+            return None;
+        }
+        let find = |uid: Option<String>| uid.and_then(|uid| failures.get(&uid).cloned());
+        find(jobset.uid())
+            .or_else(|| {
+                caches
+                    .jobs_of(jobset)
+                    .into_iter()
+                    .find_map(|j| find(j.uid()))
+            })
+            .map(|failure| failure.message)
+    }
+
+    fn record(&self, object_uid: String, failure: Failure) {
+        let mut failures = self.lock();
+        if failures.len() < MAX_KEPT || failures.contains_key(&object_uid) {
+            failures.insert(object_uid, failure);
+        }
+    }
+
+    fn forget(&self, event_uid: &str) {
+        self.lock().retain(|_, failure| failure.event != event_uid);
+    }
+}
+
+/// Starts the watches; each runs until `shutdown`.
+pub fn start(client: &Client, caches: &Caches, routes: &Routes, shutdown: &Shutdown) {
+    for (kind, reason) in WATCHED {
+        let fields = format!("involvedObject.kind={kind},reason={reason}");
+        tokio::spawn(watch(
+            Api::all(client.clone()),
+            fields,
+            caches.clone(),
+            routes.clone(),
+            shutdown.clone(),
+        ));
+    }
+}
+
+async fn watch(
+    api: Api<Event>,
+    fields: String,
+    caches: Caches,
+    mut routes: Routes,
+    shutdown: Shutdown,
+) {
+    let failures = &caches.creation_failures;
+    let events = watcher(api, watcher::Config::default().fields(&fields))
+        .default_backoff()
+        .take_until(shutdown);
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Apply(event) | watcher::Event::InitApply(event)) => {
+                if let Some(jobset) = about(&event, &caches) {
+                    let uid = event.involved_object.uid.clone().unwrap_or_default();
+                    let message = format!(
+                        "{} {}: {}",
+                        event.involved_object.kind.as_deref().unwrap_or_default(),
+                        event.involved_object.name.as_deref().unwrap_or_default(),
+                        event.message.as_deref().unwrap_or_default()
+                    );
+                    let failure = Failure {
+                        event: event.uid().unwrap_or_default(),
+                        message,
+                    };
+                    failures.record(uid, failure);
+                    routes.send_jobset(jobset).await;
+                }
+            }
+            Ok(watcher::Event::Delete(event)) => failures.forget(&event.uid().unwrap_or_default()),
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+            Err(error) => tracing::warn!(%error, %fields, "event watch failed; retrying"),
+        }
+    }
+}
+
+/// The JobSet of trainset's that `event` is about (the JobSet itself, or a Job of it), if the
+/// caches hold the object it names under the uid it names.
+fn about(event: &Event, caches: &Caches) -> Option<JobSet> {
+    let object = &event.involved_object;
+    let (name, namespace, uid) = (
+        object.name.as_deref()?,
+        object.namespace.as_deref()?,
+        object.uid.as_deref()?,
+    );
+    let jobset_name = match object.kind.as_deref()? {
+        "JobSet" => name.to_owned(),
+        "Job" => {
+            let job = caches.jobs.get(&ObjectRef::new(name).within(namespace))?;
+            if job.uid().as_deref() != Some(uid) {
+                return None;
+            }
+            job.labels().get(jobset_label::JOBSET_NAME)?.clone()
+        }
+        _ => return None,
+    };
+    let jobset = caches
+        .jobsets
+        .get(&ObjectRef::new(&jobset_name).within(namespace))?;
+    let own = object.kind.as_deref() == Some("Job") || jobset.uid().as_deref() == Some(uid);
+    own.then(|| (*jobset).clone())
+}
