@@ -6,7 +6,7 @@
 //! field on the apiserver; only events about a JobSet or Job in the caches are kept, so other
 //! tenants' events cost nothing but their delivery.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
@@ -34,6 +34,8 @@ pub struct CreationFailures(Arc<Mutex<HashMap<String, Failure>>>);
 
 #[derive(Clone, Debug)]
 struct Failure {
+    /// The event's reason, which says which watch saw it.
+    reason: &'static str,
     /// The event's own uid: its deletion (expiry) forgets the failure.
     event: String,
     /// `Job x-worker-0: Job.batch "x-worker-0" is invalid: ...`.
@@ -73,6 +75,13 @@ impl CreationFailures {
     fn forget(&self, event_uid: &str) {
         self.lock().retain(|_, failure| failure.event != event_uid);
     }
+
+    /// After a re-list of the `reason` watch: its failures whose event was not listed expired
+    /// while it was not watching.
+    fn keep_listed(&self, reason: &str, listed: &HashSet<String>) {
+        self.lock()
+            .retain(|_, failure| failure.reason != reason || listed.contains(&failure.event));
+    }
 }
 
 /// Starts the watches; each runs until `shutdown`.
@@ -81,6 +90,7 @@ pub fn start(client: &Client, caches: &Caches, routes: &Routes, shutdown: &Shutd
         let fields = format!("involvedObject.kind={kind},reason={reason}");
         tokio::spawn(watch(
             Api::all(client.clone()),
+            reason,
             fields,
             caches.clone(),
             routes.clone(),
@@ -91,6 +101,7 @@ pub fn start(client: &Client, caches: &Caches, routes: &Routes, shutdown: &Shutd
 
 async fn watch(
     api: Api<Event>,
+    reason: &'static str,
     fields: String,
     caches: Caches,
     mut routes: Routes,
@@ -101,10 +112,16 @@ async fn watch(
         .default_backoff()
         .take_until(shutdown);
     let mut events = std::pin::pin!(events);
+    // The events of trainset's objects a (re-)list delivers, while it does.
+    let mut listing = false;
+    let mut listed = HashSet::new();
     while let Some(event) = events.next().await {
         match event {
             Ok(watcher::Event::Apply(event) | watcher::Event::InitApply(event)) => {
                 if let Some(jobset) = about(&event, &caches) {
+                    if listing {
+                        listed.insert(event.uid().unwrap_or_default());
+                    }
                     let uid = event.involved_object.uid.clone().unwrap_or_default();
                     let message = format!(
                         "{} {}: {}",
@@ -113,6 +130,7 @@ async fn watch(
                         event.message.as_deref().unwrap_or_default()
                     );
                     let failure = Failure {
+                        reason,
                         event: event.uid().unwrap_or_default(),
                         message,
                     };
@@ -121,7 +139,12 @@ async fn watch(
                 }
             }
             Ok(watcher::Event::Delete(event)) => failures.forget(&event.uid().unwrap_or_default()),
-            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+            Ok(watcher::Event::Init) => listing = true,
+            Ok(watcher::Event::InitDone) => {
+                failures.keep_listed(reason, &listed);
+                listed.clear();
+                listing = false;
+            }
             Err(error) => tracing::warn!(%error, %fields, "event watch failed; retrying"),
         }
     }
