@@ -4,8 +4,11 @@
 //! `cargo test --workspace` reports them as ignored instead of failing or pretending to pass; the
 //! repository's test command (`./run-tests`) brings the cluster up and runs them with `--ignored`.
 
+pub mod audit;
 pub mod differential;
+pub mod kubelet;
 pub mod pod;
+pub mod relay;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -575,7 +578,12 @@ pub mod operator {
     /// Writes to `path` a kubeconfig for the local control plane that authenticates with
     /// `token`, as a pod's ServiceAccount token would.
     pub fn write_token_kubeconfig(path: &std::path::Path, token: &str) {
-        let (server, ca) = apiserver();
+        write_token_kubeconfig_via(path, token, &apiserver().0);
+    }
+
+    /// [`write_token_kubeconfig`], reaching the apiserver at `server` (a relay in front of it).
+    fn write_token_kubeconfig_via(path: &std::path::Path, token: &str, server: &str) {
+        let (_, ca) = apiserver();
         let kubeconfig = format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster: {{server: \"{server}\", certificate-authority: \"{ca}\"}}\nusers:\n- name: token\n  user: {{token: \"{token}\"}}\ncontexts:\n- name: token\n  context: {{cluster: e2e, user: token}}\ncurrent-context: token\n"
         );
@@ -661,6 +669,11 @@ pub mod operator {
         pub fn running(&mut self) -> bool {
             matches!(self.0.try_wait(), Ok(None))
         }
+
+        /// How the process ended, if it has.
+        pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+            self.0.try_wait().ok().flatten()
+        }
     }
 
     impl Drop for Extra {
@@ -674,6 +687,20 @@ pub mod operator {
         let kubeconfig = service_account_kubeconfig(client).await;
         let (log, err) = log_files();
         Extra(spawn(&kubeconfig, metrics_address, log, err))
+    }
+
+    /// [`spawn_extra`], reaching the apiserver through `relay` (its own kubeconfig).
+    pub async fn spawn_extra_via(
+        client: &Client,
+        metrics_address: &str,
+        relay: &crate::relay::Relay,
+    ) -> Extra {
+        let token = service_account_token(client).await;
+        let port = metrics_address.rsplit(':').next().unwrap_or("0");
+        let path = super::target_dir().join(format!("trainset-e2e-relayed-{port}.kubeconfig"));
+        write_token_kubeconfig_via(&path, &token, &format!("https://{}", relay.address()));
+        let (log, err) = log_files();
+        Extra(spawn(&path, metrics_address, log, err))
     }
 }
 

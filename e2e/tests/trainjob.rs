@@ -574,3 +574,109 @@ async fn kueue_queues_a_trainjob_and_preempts_it() {
         .await;
     ns.delete().await;
 }
+
+/// The TrainJob fails with `reason`, and its message holds `expected`.
+async fn fails_with(api: &Api<DynamicObject>, name: &str, reason: &str, expected: &str) {
+    let failed = wait_condition(api, name, "Failed", Duration::from_secs(60)).await;
+    let condition = condition(&failed, "Failed");
+    assert_eq!(condition["reason"], reason, "{failed}");
+    let message = condition["message"].as_str().unwrap_or_default();
+    assert!(message.contains(expected), "{expected:?} not in {message}");
+}
+
+/// Trainer's own test of a foreign runtime snapshot: a ConfigMap of the snapshot's name that the
+/// TrainJob does not control is neither read nor changed, and the TrainJob fails naming it.
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_runtime_snapshot_the_trainjob_does_not_control_is_left_untouched_and_named() {
+    let (client, ns) = setup("tj-snapshot").await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let planted: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "forged-runtime-snapshot"},
+        "data": {"runtime": "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: ClusterTrainingRuntime\n"}
+    }))
+    .expect("ConfigMap");
+    let made = config_maps
+        .create(&Default::default(), &planted)
+        .await
+        .expect("the planted ConfigMap");
+    let api = create_trainjob(
+        &client,
+        &ns.name,
+        &trainjob("forged", 1, delay(1), json!({})),
+    )
+    .await;
+    fails_with(
+        &api,
+        "forged",
+        "ResourceExists",
+        "ConfigMap forged-runtime-snapshot",
+    )
+    .await;
+    let after = config_maps
+        .get("forged-runtime-snapshot")
+        .await
+        .expect("still there");
+    assert_eq!(after.resource_version(), made.resource_version());
+    assert!(
+        jobsets(&client, &ns.name)
+            .get_opt("forged")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    ns.delete().await;
+}
+
+/// A name whose pods' host names would pass 63 characters (the torchtune runtime's
+/// `dataset-initializer` pods) fails the TrainJob at once, naming `metadata.name`, instead of a
+/// JobSet the JobSet webhook refuses for ever.
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_trainjob_name_too_long_for_its_pods_fails_at_once_naming_it() {
+    let (client, ns) = setup("tj-long").await;
+    let name = "llama-finetune-experiment-2026-12-04-abcd";
+    let mut job = trainjob(name, 1, delay(1), json!({}));
+    job["spec"]["runtimeRef"] = json!({"name": "torchtune-llama3.2-1b"});
+    job["spec"]["runtimePatches"] = json!([]);
+    let api = create_trainjob(&client, &ns.name, &job).await;
+    fails_with(&api, name, "InvalidSpec", "metadata.name: Too long").await;
+    assert!(
+        jobsets(&client, &ns.name)
+            .get_opt(name)
+            .await
+            .expect("get")
+            .is_none()
+    );
+    ns.delete().await;
+}
+
+/// A runtime whose pods Kubernetes refuses (an init container without an image): the Job
+/// controller says so only in `FailedCreate` events, and the TrainJob fails naming the field.
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn a_trainjob_whose_pods_kubernetes_refuses_fails_naming_the_field() {
+    let (client, ns) = setup("tj-refused").await;
+    let mut imageless = runtime("imageless", 0, "Never");
+    imageless["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        ["initContainers"] = json!([{"name": "init"}]);
+    apply(&client, &imageless, Some(&ns.name))
+        .await
+        .expect("the runtime");
+    let mut job = trainjob("refused", 1, delay(1), json!({}));
+    job["spec"]["runtimeRef"] = json!({"name": "imageless", "kind": "TrainingRuntime"});
+    let api = create_trainjob(&client, &ns.name, &job).await;
+    fails_with(
+        &api,
+        "refused",
+        "InvalidSpec",
+        "spec.initContainers[0].image: Required value",
+    )
+    .await;
+    wait_for(Duration::from_secs(60), "the JobSet to go", || async {
+        let jobset = jobsets(&client, &ns.name).get_opt("refused").await.ok()?;
+        jobset.is_none().then_some(())
+    })
+    .await;
+    ns.delete().await;
+}

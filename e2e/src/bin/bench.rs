@@ -8,7 +8,6 @@
 //! (defaults: 1000 jobs, no peers, 10000 steady jobs held 60 s).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, stream};
@@ -18,6 +17,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use trainset::compile::{Options, compile_manifest};
+use trainset_e2e::audit::Audit;
 use trainset_e2e::{
     Peer, TestNamespace, client, cluster_state, condition, dynamic_api, http_get, install_crds,
     loopback, operator, status,
@@ -305,59 +305,25 @@ impl Requests {
     }
 }
 
-/// A place in the audit log; [`Audit::since`] counts what was logged after it.
-struct Audit(u64);
-
-fn audit_path() -> std::path::PathBuf {
-    std::env::var_os("TRAINSET_E2E_AUDIT_LOG")
-        .map_or_else(|| cluster_state().join("audit.log"), Into::into)
-}
-
-impl Audit {
-    fn mark() -> Self {
-        Audit(std::fs::metadata(audit_path()).map_or(0, |m| m.len()))
-    }
-
-    fn since(&self, user: &str) -> Requests {
-        let mut requests = Requests::default();
-        let Ok(mut file) = std::fs::File::open(audit_path()) else {
-            return requests;
-        };
-        // A log rotated meanwhile is read from its start.
-        let from = if file.metadata().map_or(0, |m| m.len()) >= self.0 {
-            self.0
-        } else {
-            0
-        };
-        if file.seek(SeekFrom::Start(from)).is_err() {
-            return requests;
+/// What `user` asked of the apiserver since `mark`, by the audit log.
+fn requests_since(mark: &Audit, user: &str) -> Requests {
+    let mut requests = Requests::default();
+    for event in mark.since() {
+        if event["user"]["username"] != user {
+            continue;
         }
-        let mut counted = HashSet::new();
-        for line in BufReader::new(file).lines().map_while(Result::ok) {
-            let Ok(event) = serde_json::from_str::<Value>(&line) else {
-                continue;
-            };
-            if event["user"]["username"] != user {
-                continue;
-            }
-            // A watch is logged when it starts and when it ends: count it once.
-            let id = event["auditID"].as_str().unwrap_or_default().to_owned();
-            if !counted.insert(id) {
-                continue;
-            }
-            let verb = event["verb"].as_str().unwrap_or_default().to_owned();
-            let resource = event["objectRef"]["resource"].as_str().unwrap_or_default();
-            if resource == "events" {
-                requests.events += 1;
-            } else if resource != "leases"
-                && matches!(verb.as_str(), "create" | "update" | "patch" | "delete")
-            {
-                requests.writes += 1;
-            }
-            *requests.by_verb.entry(verb).or_default() += 1;
+        let verb = event["verb"].as_str().unwrap_or_default().to_owned();
+        let resource = event["objectRef"]["resource"].as_str().unwrap_or_default();
+        if resource == "events" {
+            requests.events += 1;
+        } else if resource != "leases"
+            && matches!(verb.as_str(), "create" | "update" | "patch" | "delete")
+        {
+            requests.writes += 1;
         }
-        requests
+        *requests.by_verb.entry(verb).or_default() += 1;
     }
+    requests
 }
 
 /// One system running N jobs.
@@ -433,7 +399,7 @@ async fn run_jobs(client: &Client, system: &System, jobs: usize) -> Run {
             (
                 cpu_seconds(pid) - before,
                 memory_mib(pid, "VmHWM"),
-                audit.since(user),
+                requests_since(&audit, user),
             )
         });
     delete_and_wait(client, ns).await;

@@ -1,0 +1,48 @@
+//! The local apiserver's audit log: `e2e/cluster` records every request of trainset's
+//! ServiceAccount and of the peer operators, at the Metadata level (who, what, from where, when).
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::cluster_state;
+
+fn path() -> PathBuf {
+    std::env::var_os("TRAINSET_E2E_AUDIT_LOG")
+        .map_or_else(|| cluster_state().join("audit.log"), Into::into)
+}
+
+/// A place in the audit log; [`Audit::since`] reads what was logged after it.
+pub struct Audit(u64);
+
+impl Audit {
+    pub fn mark() -> Self {
+        Audit(std::fs::metadata(path()).map_or(0, |m| m.len()))
+    }
+
+    /// Every request logged since the mark, once each: a watch is logged when it starts and
+    /// when it ends, and the first is kept.
+    pub fn since(&self) -> Vec<Value> {
+        let Ok(mut file) = std::fs::File::open(path()) else {
+            return Vec::new();
+        };
+        // A log rotated meanwhile is read from its start.
+        let from = if file.metadata().map_or(0, |m| m.len()) >= self.0 {
+            self.0
+        } else {
+            0
+        };
+        if file.seek(SeekFrom::Start(from)).is_err() {
+            return Vec::new();
+        }
+        let mut seen = HashSet::new();
+        BufReader::new(file)
+            .lines()
+            .map_while(Result::ok)
+            .filter_map(|line| serde_json::from_str::<Value>(&line).ok())
+            .filter(|event| seen.insert(event["auditID"].as_str().unwrap_or_default().to_owned()))
+            .collect()
+    }
+}
