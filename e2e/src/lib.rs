@@ -6,7 +6,6 @@
 
 pub mod audit;
 pub mod differential;
-pub mod kubelet;
 pub mod pod;
 pub mod relay;
 
@@ -149,8 +148,12 @@ pub fn dynamic_api(client: &Client, object: &Value, namespace: Option<&str>) -> 
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let gvk = GroupVersionKind::gvk(group, version, kind);
     let singular = kind.to_ascii_lowercase();
-    let suffix = if singular.ends_with('s') { "es" } else { "s" };
-    let resource = ApiResource::from_gvk_with_plural(&gvk, &format!("{singular}{suffix}"));
+    let plural = match singular.strip_suffix('y') {
+        Some(stem) => format!("{stem}ies"),
+        None if singular.ends_with('s') => format!("{singular}es"),
+        None => format!("{singular}s"),
+    };
+    let resource = ApiResource::from_gvk_with_plural(&gvk, &plural);
     match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
         None => Api::all_with(client.clone(), &resource),

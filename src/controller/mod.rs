@@ -401,8 +401,12 @@ async fn reconcile<K: Served>(
         Ok(_) => {
             ctx.failures().remove(&object_key(decoded.as_ref()));
         }
-        // Visible on the job itself (kubectl describe), not only in trainset's log.
+        // Visible on the job itself (kubectl describe), not only in trainset's log; and, while
+        // its JobSet cannot be made yet, in its `Created` condition.
         Err(error) => {
+            if let (Ok(job), false) = (&decoded.0, error.is_permanent()) {
+                retrying(job, error, &ctx).await;
+            }
             let note = error.to_string();
             report::event(
                 decoded.as_ref(),
@@ -421,6 +425,21 @@ async fn reconcile<K: Served>(
         })
         .observe(started.elapsed().as_secs_f64());
     result
+}
+
+/// Says on a job whose JobSet cannot be created yet why it waits (`Created` False), once per
+/// reason. A failure to say so is only logged: the reconcile's own error is what counts.
+async fn retrying<K: Served>(job: &K, error: &Error, ctx: &Context) {
+    let Some(namespace) = job.namespace() else {
+        return;
+    };
+    let now = Time(Timestamp::now());
+    let Some(status) = plan::creation_retrying(job, &error.to_string(), &now) else {
+        return;
+    };
+    if let Err(write) = apply::write_status::<K>(job.meta(), &namespace, &status, ctx).await {
+        tracing::warn!(job = %job.name_any(), error = %write, "cannot write the retry condition");
+    }
 }
 
 /// The job as this process last wrote it, if the job cache has not caught up with that write; a

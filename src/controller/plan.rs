@@ -296,6 +296,19 @@ pub fn invalid<K: Served>(job: &K, reason: &str, now: &Time) -> Plan {
     refuse(job, INVALID_SPEC, message, now)
 }
 
+/// The status of a job whose JobSet could not be created for `error`, which retrying may heal:
+/// `Created` False with the error, when that is news; `None` once it has had a JobSet.
+pub fn creation_retrying<K: Served>(job: &K, error: &str, now: &Time) -> Option<JobStatus> {
+    if !managed_here(job) || ended(job) || deleting(job) || had_jobset(job) {
+        return None;
+    }
+    let (kind, name) = (K::kind(&()), job.name_any());
+    let previous = job.job_status();
+    let next = status::creation_retrying(&subject::<K>(&name, &kind, &[]), previous, error, now);
+    let empty = JobStatus::default();
+    status::changed(previous.unwrap_or(&empty), &next).then_some(next)
+}
+
 /// The job fails as `ResourceExists`: an object of a name it needs is another's (`message`).
 pub fn resource_taken<K: Served>(job: &K, message: String, now: &Time) -> Plan {
     refuse(job, RESOURCE_EXISTS, message, now)
@@ -699,6 +712,44 @@ mod tests {
         .expect("plan");
         assert_ne!(state(&quota_plan).as_deref(), Some(status::FAILED));
         assert!(!quota_plan.delete_jobset);
+    }
+
+    #[test]
+    fn a_jobset_that_cannot_be_created_yet_is_said_in_created_false_until_it_is() {
+        let job = pytorch(json!({}), json!(null));
+        let denied = "creating JobSet demo: admission webhook denied the request: not found";
+        let retrying = creation_retrying(&job, denied, &at(0)).expect("news");
+        let created = retrying
+            .conditions
+            .iter()
+            .find(|c| c.type_ == status::CREATED)
+            .expect("Created");
+        assert_eq!(created.status, "False");
+        assert_eq!(
+            created.reason.as_deref(),
+            Some("PyTorchJobCreationRetrying")
+        );
+        assert!(
+            created
+                .message
+                .as_deref()
+                .unwrap_or_default()
+                .contains(denied)
+        );
+        assert_eq!(retrying.state.as_deref(), Some(status::CREATED));
+
+        // Said once: the same reason again writes nothing.
+        let written = serde_json::to_value(&retrying).expect("status");
+        let waiting = pytorch(json!({}), written);
+        assert!(creation_retrying(&waiting, denied, &at(5)).is_none());
+        // Once the JobSet is made, `Created` turns True, and a later error says nothing there.
+        let live = running_jobset();
+        let jobs = running_jobs();
+        let made = plan(facts(&waiting, Some(&live), &jobs, 10)).expect("plan");
+        let status = made.status.expect("status");
+        assert!(has_condition(&status, status::CREATED));
+        let made = pytorch(json!({}), serde_json::to_value(&status).expect("status"));
+        assert!(creation_retrying(&made, denied, &at(20)).is_none());
     }
 
     #[test]

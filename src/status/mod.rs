@@ -242,6 +242,34 @@ pub fn fail(
     status
 }
 
+/// A job whose JobSet cannot be created yet, for a reason retrying may heal (`error`: a webhook
+/// that denies for the moment, an apiserver away): `Created` False says why, until the JobSet is
+/// made and [`derive`] turns it True.
+pub fn creation_retrying(
+    subject: &Subject<'_>,
+    previous: Option<&JobStatus>,
+    error: &str,
+    now: &Time,
+) -> JobStatus {
+    let mut status = previous.cloned().unwrap_or_default();
+    if is_terminal(&status) {
+        return status;
+    }
+    let (kind, name) = (subject.kind, subject.name);
+    let mut conditions = Conditions {
+        list: &mut status.conditions,
+        now,
+    };
+    conditions.set(
+        CREATED,
+        false,
+        &format!("{kind}CreationRetrying"),
+        &format!("{kind} {name}'s JobSet cannot be created yet; retrying with backoff: {error}"),
+    );
+    status.state = Some(state(&status).to_owned());
+    status
+}
+
 /// Time left before `activeDeadlineSeconds` runs out, counted from `startTime` (which a gang
 /// restart keeps and a resume resets); `None` when there is no deadline to enforce now.
 pub fn deadline_left(
