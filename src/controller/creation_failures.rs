@@ -20,6 +20,7 @@ use kube::{Client, ResourceExt};
 
 use super::Shutdown;
 use super::caches::{Caches, Routes};
+use super::decode::{self, Decoded};
 
 /// The events watched: (the kind of the object they are about, their reason).
 const WATCHED: [(&str, &str); 2] = [("JobSet", "JobCreationFailed"), ("Job", "FailedCreate")];
@@ -100,7 +101,7 @@ pub fn start(client: &Client, caches: &Caches, routes: &Routes, shutdown: &Shutd
 }
 
 async fn watch(
-    api: Api<Event>,
+    api: Api<Decoded<Event>>,
     reason: &'static str,
     fields: String,
     caches: Caches,
@@ -108,8 +109,11 @@ async fn watch(
     shutdown: Shutdown,
 ) {
     let failures = &caches.creation_failures;
+    // Decoded one by one: an event the types cannot read (anyone may write events) is left out
+    // instead of failing the list.
     let events = watcher(api, watcher::Config::default().fields(&fields))
         .default_backoff()
+        .filter_map(|event| std::future::ready(event.map(decode::readable).transpose()))
         .take_until(shutdown);
     let mut events = std::pin::pin!(events);
     // The events of trainset's objects a (re-)list delivers, while it does.

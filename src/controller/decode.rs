@@ -84,8 +84,8 @@ impl<K: Resource> Resource for Decoded<K> {
 }
 
 /// A watch event of decoded objects as one of the readable ones alone: for the stores of objects
-/// only trainset writes (JobSets, Jobs), where an unreadable one is somebody else's and is
-/// logged and left out.
+/// only trainset writes (JobSets, Jobs) and for the events read about them, where an unreadable
+/// one is somebody else's and is logged and left out.
 pub fn readable<K: Resource<DynamicType = ()>>(
     event: kube::runtime::watcher::Event<Decoded<K>>,
 ) -> Option<kube::runtime::watcher::Event<K>> {
