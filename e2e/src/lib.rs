@@ -6,6 +6,7 @@
 
 pub mod audit;
 pub mod differential;
+pub mod kubelet;
 pub mod pod;
 pub mod relay;
 

@@ -305,6 +305,28 @@ impl RunningPod {
         String::from_utf8_lossy(&output.stdout).trim().to_owned()
     }
 
+    /// Whether the container still runs.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGKILL to the container, as an OOM kill or a crash ends it.
+    pub fn kill(&mut self) {
+        match &self.container {
+            Some(container) => {
+                let killed = podman()
+                    .args(["kill", "--signal", "KILL", container])
+                    .stdout(Stdio::null())
+                    .status()
+                    .expect("podman kill");
+                assert!(killed.success(), "podman kill {container}");
+            }
+            None => {
+                let _ = self.child.kill();
+            }
+        }
+    }
+
     /// SIGTERM, as the kubelet stops a pod's container, then waits up to 30 s for the exit.
     pub async fn terminate(&mut self) -> ExitStatus {
         let pid = self.child.id().to_string();

@@ -18,6 +18,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 use trainset::kinds::{Served, Visitor, visit_all};
+use trainset_e2e::kubelet::{self, Kubelet};
 use trainset_e2e::pod::{RunningPod, Runtime, proc_status, root_mount_options};
 use trainset_e2e::{
     TestNamespace, client, create, create_examples, delay, http_get, install_crds, operator,
@@ -26,6 +27,10 @@ use trainset_e2e::{
 
 /// Port offset of the installed pod's metrics endpoint (see `trainset_e2e::loopback`).
 const PORT: u16 = 885;
+/// Those of the rollout test's pods: two replicas, and one surge pod of each rollout.
+const PROBED_PORTS: [u16; 4] = [886, 887, 888, 889];
+/// trainset's Lease duration (`src/leader.rs`).
+const LEASE: Duration = Duration::from_secs(15);
 /// The install namespace of the kustomize base, and the Helm release's.
 const NAMESPACE: &str = operator::NAMESPACE;
 const RELEASE: &str = "trainset";
@@ -89,15 +94,29 @@ fn image_values() -> String {
 }
 
 /// A kustomize overlay of `deploy/` that sets the image, as a user's overlay would (kustomize
-/// takes the base by a relative path only).
-fn overlay() -> PathBuf {
-    let dir = repo_root().join("target/install-e2e");
+/// takes the base by a relative path only); `extra` is added to its kustomization.
+fn overlay_named(name: &str, extra: &str) -> PathBuf {
+    let dir = repo_root().join("target").join(name);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     let text = format!(
-        "resources:\n- ../../deploy\nimages:\n- name: trainset\n  newName: {IMAGE_REPOSITORY}\n  newTag: {IMAGE_TAG}\n"
+        "resources:\n- ../../deploy\nimages:\n- name: trainset\n  newName: {IMAGE_REPOSITORY}\n  newTag: {IMAGE_TAG}\n{extra}"
     );
     std::fs::write(dir.join("kustomization.yaml"), text).expect("kustomization.yaml");
     dir
+}
+
+fn overlay() -> PathBuf {
+    overlay_named("install-e2e", "")
+}
+
+/// [`overlay`], with pods the tests' kubelet serves: their Ready condition is their probe's.
+fn probed_overlay() -> PathBuf {
+    let label = format!(
+        "labels:\n- pairs: {{{}: {}}}\n  includeTemplates: true\n",
+        kubelet::LABEL,
+        kubelet::PROBED
+    );
+    overlay_named("install-e2e-probed", &label)
 }
 
 fn crd_names(dir: &Path) -> Vec<String> {
@@ -658,6 +677,135 @@ async fn helm_install_upgrade_and_uninstall() {
         kubectl(&["delete", "namespace", NAMESPACE, "--wait=false"]);
     })
     .await;
+}
+
+/// The Deployment's pods once its rollout has finished, as their own probes say: waits until
+/// every replica of the newest ReplicaSet is Ready (the tests' kubelet sets Ready from the
+/// readiness probe, so a standby that did not answer would hold the rollout up), then checks
+/// that exactly one of them leads: it holds the Lease, and it alone says `trainset_leader 1`.
+/// Returns the leader's and the standby's names and addresses.
+async fn rolled_out(client: &Client, kubelet: &Kubelet) -> ((String, String), (String, String)) {
+    kubectl(&[
+        "rollout",
+        "status",
+        "deployment/trainset",
+        "-n",
+        NAMESPACE,
+        "--timeout=180s",
+    ]);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    wait_for(
+        Duration::from_secs(60),
+        "both replicas Ready and exactly one leading",
+        || async {
+            let list = pods.list(&ListParams::default()).await.ok()?;
+            let ready: Vec<String> = list
+                .items
+                .iter()
+                .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+                .filter(|pod| {
+                    pod.status
+                        .iter()
+                        .flat_map(|s| s.conditions.iter().flatten())
+                        .any(|c| c.type_ == "Ready" && c.status == "True")
+                })
+                .map(ResourceExt::name_any)
+                .collect();
+            let running = kubelet.running().await;
+            if ready.len() != 2 || !ready.iter().all(|n| running.iter().any(|(r, _)| r == n)) {
+                return None;
+            }
+            let mut leading = Vec::new();
+            let mut standing_by = Vec::new();
+            for (name, address) in running.into_iter().filter(|(n, _)| ready.contains(n)) {
+                if trainset_e2e::leads(&address).await {
+                    leading.push((name, address));
+                } else {
+                    standing_by.push((name, address));
+                }
+            }
+            let holder = lease_holder(client, NAMESPACE).await?;
+            match (leading.as_slice(), standing_by.as_slice()) {
+                ([leader], [standby]) if leader.0 == holder => {
+                    Some((leader.clone(), standby.clone()))
+                }
+                _ => None,
+            }
+        },
+    )
+    .await
+}
+
+/// The shipped Deployment (two replicas, the default RollingUpdate strategy: one pod more, none
+/// fewer) on pods whose readiness is real: it rolls out with both replicas Ready and one leader,
+/// and so does an upgrade. Then the leader's container is killed with jobs in flight: the
+/// standby leads within the Lease, and no job is lost, restarted or made twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane and the image: e2e/cluster up; e2e/image"]
+async fn install_of_two_replicas_rolls_out_ready_with_one_leader_and_fails_over_without_loss() {
+    let client = client().await;
+    clean_slate(&client).await;
+    apply_crds(&client, &repo_root().join("crds")).await;
+    let overlay = probed_overlay();
+    let overlay = overlay.display().to_string();
+    kubectl(&["apply", "--server-side", "-k", &overlay]);
+    let deployment = kubectl(&[
+        "get",
+        "deployment/trainset",
+        "-n",
+        NAMESPACE,
+        "-o",
+        "jsonpath={.spec.replicas} {.spec.strategy.type} {.spec.strategy.rollingUpdate.maxSurge} {.spec.strategy.rollingUpdate.maxUnavailable}",
+    ]);
+    assert_eq!(
+        deployment, "2 RollingUpdate 25% 25%",
+        "the shipped Deployment"
+    );
+    let kubelet = Kubelet::start(client.clone(), NAMESPACE, PROBED_PORTS.to_vec());
+    let (first_leader, first_standby) = rolled_out(&client, &kubelet).await;
+
+    // An upgrade: a changed pod template rolls both replicas over, one surge pod at a time.
+    let upgrade =
+        r#"{"spec":{"template":{"metadata":{"annotations":{"trainset.io/e2e-rollout":"2"}}}}}"#;
+    kubectl(&[
+        "patch",
+        "deployment/trainset",
+        "-n",
+        NAMESPACE,
+        "--type=merge",
+        "-p",
+        upgrade,
+    ]);
+    let (leader, standby) = rolled_out(&client, &kubelet).await;
+    for old in [&first_leader.0, &first_standby.0] {
+        assert!(
+            leader.0 != *old && standby.0 != *old,
+            "{old} is of the old ReplicaSet"
+        );
+    }
+
+    // Failover: the leader's container dies with jobs in flight.
+    let jobs = InFlight::start(&client, 60).await;
+    let killed = std::time::Instant::now();
+    kubelet.kill(&leader.0).await;
+    let what = format!("the standby {} to lead", standby.0);
+    wait_for(LEASE * 2, &what, || async {
+        let holder = lease_holder(&client, NAMESPACE).await?;
+        (holder == standby.0 && trainset_e2e::leads(&standby.1).await).then_some(())
+    })
+    .await;
+    let failover = killed.elapsed();
+    println!(
+        "rollout: the standby led {:.1}s after the leader was killed",
+        failover.as_secs_f64()
+    );
+    assert!(failover <= LEASE + Duration::from_secs(5), "{failover:?}");
+    jobs.unchanged(&client, true).await;
+    jobs.succeed(&client).await;
+
+    kubectl(&["delete", "-k", &overlay, "--wait=false"]);
+    namespace_gone(&client).await;
+    drop(kubelet);
 }
 
 /// The objects of a rendering, by kind, namespace and name, without Helm's bookkeeping labels.
