@@ -54,6 +54,19 @@ async fn leading_operator(client: &Client, port: u16) -> (Extra, Duration) {
     (extra, started.elapsed())
 }
 
+/// Starts an operator on [`SECOND_PORT`] while another leads: it is ready, and does not lead.
+async fn standby_operator(client: &Client) -> Extra {
+    let standby = operator::spawn_extra(client, &loopback(SECOND_PORT)).await;
+    wait_for(
+        Duration::from_secs(30),
+        "the standby to be ready",
+        || async { (http_get(&loopback(SECOND_PORT), "/readyz").await?.0 == 200).then_some(()) },
+    )
+    .await;
+    assert!(!trainset_e2e::leads(&loopback(SECOND_PORT)).await);
+    standby
+}
+
 async fn wait_ready(port: u16, limit: Duration) {
     // Another trainset holding the Lease keeps it waiting: e2e/cluster stop-extras.
     trainset_e2e::wait_leading(&loopback(port), limit).await;
@@ -547,14 +560,7 @@ async fn chaos_i_sigterm_while_a_watch_fails_exits_at_once_and_the_standby_leads
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let (client, ns) = setup("sigterm").await;
     let (mut leader, _) = leading_operator(&client, FIRST_PORT).await;
-    let standby = operator::spawn_extra(&client, &loopback(SECOND_PORT)).await;
-    wait_for(
-        Duration::from_secs(30),
-        "the standby to be ready",
-        || async { (http_get(&loopback(SECOND_PORT), "/readyz").await?.0 == 200).then_some(()) },
-    )
-    .await;
-    assert!(!trainset_e2e::leads(&loopback(SECOND_PORT)).await);
+    let standby = standby_operator(&client).await;
 
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     // In a task of its own, so the CRD is put back whatever happens.
@@ -632,14 +638,7 @@ async fn chaos_j_a_partitioned_leader_stops_before_its_lease_lapses() {
     let audit = Audit::mark();
     let mut leader = operator::spawn_extra_via(&client, &loopback(FIRST_PORT), &relay).await;
     wait_ready(FIRST_PORT, LEASE * 3).await;
-    let standby = operator::spawn_extra(&client, &loopback(SECOND_PORT)).await;
-    wait_for(
-        Duration::from_secs(30),
-        "the standby to be ready",
-        || async { (http_get(&loopback(SECOND_PORT), "/readyz").await?.0 == 200).then_some(()) },
-    )
-    .await;
-    assert!(!trainset_e2e::leads(&loopback(SECOND_PORT)).await);
+    let standby = standby_operator(&client).await;
     let count = 20;
     let names = burst(&client, &ns.name, "partition", count).await;
     jobsets_at_least(&client, &ns.name, count / 4).await;

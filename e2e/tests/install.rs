@@ -175,16 +175,21 @@ async fn namespace_gone(client: &Client) {
     .await;
 }
 
-/// Waits for the Deployment's rollout and returns one of its current pods not in `other_than`.
-async fn deployment_pod(client: &Client, other_than: &[String]) -> Pod {
+/// Waits until `kubectl rollout status` says the Deployment has rolled out.
+fn rollout_status(timeout: &str) {
     kubectl(&[
         "rollout",
         "status",
         "deployment/trainset",
         "-n",
         NAMESPACE,
-        "--timeout=120s",
+        &format!("--timeout={timeout}"),
     ]);
+}
+
+/// Waits for the Deployment's rollout and returns one of its current pods not in `other_than`.
+async fn deployment_pod(client: &Client, other_than: &[String]) -> Pod {
+    rollout_status("120s");
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let selector = ListParams::default().labels("app.kubernetes.io/name=trainset");
     wait_for(
@@ -685,14 +690,7 @@ async fn helm_install_upgrade_and_uninstall() {
 /// that exactly one of them leads: it holds the Lease, and it alone says `trainset_leader 1`.
 /// Returns the leader's and the standby's names and addresses.
 async fn rolled_out(client: &Client, kubelet: &Kubelet) -> ((String, String), (String, String)) {
-    kubectl(&[
-        "rollout",
-        "status",
-        "deployment/trainset",
-        "-n",
-        NAMESPACE,
-        "--timeout=180s",
-    ]);
+    rollout_status("180s");
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     wait_for(
         Duration::from_secs(60),

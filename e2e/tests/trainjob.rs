@@ -575,6 +575,12 @@ async fn kueue_queues_a_trainjob_and_preempts_it() {
     ns.delete().await;
 }
 
+/// No JobSet was made for the TrainJob `name`.
+async fn no_jobset(client: &Client, ns: &str, name: &str) {
+    let jobset = jobsets(client, ns).get_opt(name).await.expect("get");
+    assert!(jobset.is_none(), "a JobSet for {name}");
+}
+
 /// The TrainJob fails with `reason`, and its message holds `expected`.
 async fn fails_with(api: &Api<DynamicObject>, name: &str, reason: &str, expected: &str) {
     let failed = wait_condition(api, name, "Failed", Duration::from_secs(60)).await;
@@ -618,17 +624,11 @@ async fn a_runtime_snapshot_the_trainjob_does_not_control_is_left_untouched_and_
         .await
         .expect("still there");
     assert_eq!(after.resource_version(), made.resource_version());
-    assert!(
-        jobsets(&client, &ns.name)
-            .get_opt("forged")
-            .await
-            .expect("get")
-            .is_none()
-    );
+    no_jobset(&client, &ns.name, "forged").await;
     ns.delete().await;
 }
 
-/// A name whose pods' host names would pass 63 characters (the torchtune runtime's
+/// A name whose pods' names would pass 63 characters (the torchtune runtime's
 /// `dataset-initializer` pods) fails the TrainJob at once, naming `metadata.name`, instead of a
 /// JobSet the JobSet webhook refuses for ever.
 #[tokio::test]
@@ -641,13 +641,7 @@ async fn a_trainjob_name_too_long_for_its_pods_fails_at_once_naming_it() {
     job["spec"]["runtimePatches"] = json!([]);
     let api = create_trainjob(&client, &ns.name, &job).await;
     fails_with(&api, name, "InvalidSpec", "metadata.name: Too long").await;
-    assert!(
-        jobsets(&client, &ns.name)
-            .get_opt(name)
-            .await
-            .expect("get")
-            .is_none()
-    );
+    no_jobset(&client, &ns.name, name).await;
     ns.delete().await;
 }
 
