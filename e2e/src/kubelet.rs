@@ -140,7 +140,8 @@ async fn run(
     }
 }
 
-fn is_ready(pod: &Pod) -> bool {
+/// Whether the pod's Ready condition is True.
+pub fn is_ready(pod: &Pod) -> bool {
     pod.status
         .iter()
         .flat_map(|s| s.conditions.iter().flatten())

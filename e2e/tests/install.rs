@@ -701,12 +701,7 @@ async fn rolled_out(client: &Client, kubelet: &Kubelet) -> ((String, String), (S
                 .items
                 .iter()
                 .filter(|pod| pod.metadata.deletion_timestamp.is_none())
-                .filter(|pod| {
-                    pod.status
-                        .iter()
-                        .flat_map(|s| s.conditions.iter().flatten())
-                        .any(|c| c.type_ == "Ready" && c.status == "True")
-                })
+                .filter(|pod| kubelet::is_ready(pod))
                 .map(ResourceExt::name_any)
                 .collect();
             let running = kubelet.running().await;
