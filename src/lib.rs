@@ -12,3 +12,4 @@ pub mod render;
 pub mod status;
 pub mod suspend;
 pub mod telemetry;
+pub mod trainjob_names;

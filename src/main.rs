@@ -72,6 +72,9 @@ enum Command {
     /// Print the MutatingAdmissionPolicy and binding that give pods v1's per-pod labels
     /// (`deploy/pod-labels.yaml`).
     PodLabels,
+    /// Print the ValidatingAdmissionPolicies and bindings that refuse a TrainJob whose pod names
+    /// would be too long (`deploy/trainjob-names.yaml`).
+    TrainjobNames,
 }
 
 /// Leader election on a coordination.k8s.io Lease, so several replicas can run.
@@ -131,6 +134,10 @@ fn main() -> anyhow::Result<()> {
         Command::Crds { dir } => print_crds(dir),
         Command::PodLabels => {
             print!("{}", trainset::pod_labels::to_yaml()?);
+            Ok(())
+        }
+        Command::TrainjobNames => {
+            print!("{}", trainset::trainjob_names::to_yaml()?);
             Ok(())
         }
     }

@@ -363,7 +363,9 @@ pub fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
         .unwrap_or(&Value::Null)
 }
 
-/// Applies the committed CRDs under `crds/` and waits until each is established.
+/// Applies the committed CRDs under `crds/`, waits until each is established, then applies
+/// `deploy/trainjob-names.yaml` (whose policies read the runtime CRDs), as the README installs
+/// them.
 pub async fn install_crds(client: &Client) {
     let mut names = Vec::new();
     for entry in
@@ -390,6 +392,11 @@ pub async fn install_crds(client: &Client) {
         "crds/ holds every CRD trainset serves"
     );
     wait_established(client, &names).await;
+    for policy in trainset::trainjob_names::objects() {
+        apply(client, &policy, None)
+            .await
+            .unwrap_or_else(|e| panic!("applying {}: {e}", policy["metadata"]["name"]));
+    }
 }
 
 /// Applies `deploy/runtimes/` (the runtimes trainset ships and the SDK's public ConfigMap), as

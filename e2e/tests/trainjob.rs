@@ -13,8 +13,8 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use trainset_e2e::{
     COMPLETE_DELAY, TestNamespace, apply, client, condition, create, create_when_admitted, delay,
-    dynamic_api, http_get, install_crds, install_runtimes, operator, pods_with, status,
-    wait_condition, wait_event, wait_for, wait_state,
+    dry_run_create, dynamic_api, http_get, install_crds, install_runtimes, operator, pods_with,
+    status, wait_condition, wait_event, wait_for, wait_state,
 };
 
 const TRAINER_API: &str = "trainer.kubeflow.org/v1alpha1";
@@ -628,20 +628,146 @@ async fn a_runtime_snapshot_the_trainjob_does_not_control_is_left_untouched_and_
     ns.delete().await;
 }
 
-/// A name whose pods' names would pass 63 characters (the torchtune runtime's
-/// `dataset-initializer` pods) fails the TrainJob at once, naming `metadata.name`, instead of a
-/// JobSet the JobSet webhook refuses for ever.
+/// A name whose pods' names would pass 63 characters under a runtime the admission policy did
+/// not see (it was made after the TrainJob) fails the TrainJob at once, naming `metadata.name`,
+/// instead of a JobSet the JobSet webhook refuses for ever.
 #[tokio::test]
 #[ignore = "needs the local control plane: e2e/cluster up"]
 async fn a_trainjob_name_too_long_for_its_pods_fails_at_once_naming_it() {
     let (client, ns) = setup("tj-long").await;
     let name = "llama-finetune-experiment-2026-12-04-abcd";
     let mut job = trainjob(name, 1, delay(1), json!({}));
-    job["spec"]["runtimeRef"] = json!({"name": "torchtune-llama3.2-1b"});
+    job["spec"]["runtimeRef"] = json!({"name": "long-steps", "kind": "TrainingRuntime"});
     job["spec"]["runtimePatches"] = json!([]);
+    // As in a_trainjob_waits_for_a_runtime_that_appears_later: Kueue refuses a TrainJob whose
+    // runtime does not exist yet.
+    job["metadata"]["labels"] = json!({"trainset.io/e2e-without-kueue": "true"});
     let api = create_trainjob(&client, &ns.name, &job).await;
+    let mut long_steps = runtime("long-steps", 0, "Never");
+    long_steps["spec"]["template"]["spec"]["replicatedJobs"][0]["name"] =
+        json!("node-with-a-long-name");
+    apply(&client, &long_steps, Some(&ns.name))
+        .await
+        .expect("the runtime");
     fails_with(&api, name, "InvalidSpec", "metadata.name: Too long").await;
     no_jobset(&client, &ns.name, name).await;
+    ns.delete().await;
+}
+
+/// `deploy/trainjob-names.yaml` refuses at creation a TrainJob whose pods' names would be too
+/// long, exactly where the compiler draws the line: for every shipped runtime, an MPI
+/// TrainingRuntime whose launcher is a node, and `numNodes` unset, 1, 10, 11 and 101, the
+/// longest name the compiler accepts is admitted (dry run) and one more character is refused
+/// with the compiler's own message.
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn an_overlong_trainjob_name_is_refused_at_admission_where_the_compiler_draws_the_line() {
+    use trainset::api::trainer::TrainingRuntimeSpec;
+    use trainset::compile::trainjob::{Runtime, RuntimeKind, compile_trainjob};
+
+    let (client, ns) = setup("tj-names").await;
+    let mut mpi = runtime("mpi-launcher-node", 0, "Never");
+    mpi["spec"]["mlPolicy"] = json!({"numNodes": 3, "mpi": {"runLauncherAsNode": true}});
+    mpi["spec"]["template"]["spec"]["replicatedJobs"] = json!([
+        {"name": "node", "template": {"spec": {"template": {"spec": {
+            "containers": [{"name": "node", "image": "busybox"}]}}}}},
+        // Named shorter than `node`, so the node pods' index digits set the bound.
+        {"name": "l", "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+            "spec": {"template": {"spec": {"containers": [{"name": "node", "image": "busybox"}]}}}}}
+    ]);
+    apply(&client, &mpi, Some(&ns.name))
+        .await
+        .expect("the runtime");
+    let mut runtimes = vec![(RuntimeKind::Namespaced, mpi)];
+    let shipped = trainset_e2e::repo_root().join("deploy/runtimes");
+    for entry in std::fs::read_dir(&shipped).expect("deploy/runtimes") {
+        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("a runtime file");
+        for object in trainset_e2e::yaml_documents(&text) {
+            if object["kind"] == "ClusterTrainingRuntime" {
+                runtimes.push((RuntimeKind::Cluster, object));
+            }
+        }
+    }
+    assert!(
+        runtimes.len() > 5,
+        "the shipped runtimes: {}",
+        runtimes.len()
+    );
+
+    let key = trainset::compile::SshKeyPair {
+        private_key: "k".into(),
+        public_key: "p".into(),
+    };
+    let manifest = |name: &str, runtime: &Value, kind: RuntimeKind, nodes: Option<i32>| {
+        let mut spec =
+            json!({"runtimeRef": {"name": runtime["metadata"]["name"], "kind": kind.as_str()}});
+        if let Some(nodes) = nodes {
+            spec["trainer"] = json!({"numNodes": nodes});
+        }
+        json!({"apiVersion": TRAINER_API, "kind": "TrainJob",
+               "metadata": {"name": name, "namespace": ns.name}, "spec": spec})
+    };
+    // The compiler's verdict on a name of `length` characters: its error when too long.
+    let compiled = |runtime: &Value, kind: RuntimeKind, nodes: Option<i32>, length: usize| {
+        let job = serde_json::from_value(manifest(&"a".repeat(length), runtime, kind, nodes))
+            .expect("a TrainJob");
+        let spec: TrainingRuntimeSpec =
+            serde_json::from_value(runtime["spec"].clone()).expect("a runtime spec");
+        let name = runtime["metadata"]["name"].as_str().unwrap_or_default();
+        let runtime = Runtime {
+            kind,
+            name,
+            spec: &spec,
+        };
+        compile_trainjob(&job, &runtime, Some(&key)).map_err(|e| e.to_string())
+    };
+    // Until the apiserver has loaded the policy and Kueue's webhook knows the runtimes.
+    let too_long = manifest(&"a".repeat(63), &runtimes[1].1, RuntimeKind::Cluster, None);
+    wait_for(Duration::from_secs(30), "the policy to refuse", || async {
+        let refused = dry_run_create(&client, &too_long, &ns.name).await.err()?;
+        refused
+            .to_string()
+            .contains("metadata.name: Too long")
+            .then_some(())
+    })
+    .await;
+
+    let mut compared = 0;
+    for (kind, runtime) in &runtimes {
+        for nodes in [None, Some(1), Some(10), Some(11), Some(101)] {
+            let case = format!("{} with numNodes {nodes:?}", runtime["metadata"]["name"]);
+            let longest = (1..=63)
+                .rev()
+                .find(|&length| compiled(runtime, *kind, nodes, length).is_ok())
+                .unwrap_or_else(|| panic!("{case}: no name compiles"));
+            let admitted = manifest(&"a".repeat(longest), runtime, *kind, nodes);
+            wait_for(
+                Duration::from_secs(30),
+                &format!("{case}: {longest} admitted"),
+                || async { dry_run_create(&client, &admitted, &ns.name).await.ok() },
+            )
+            .await;
+            if longest < 63 {
+                let expected = compiled(runtime, *kind, nodes, longest + 1)
+                    .expect_err("one more character is too long");
+                assert!(
+                    expected.starts_with("metadata.name: Too long"),
+                    "{case}: {expected}"
+                );
+                let refused = manifest(&"a".repeat(longest + 1), runtime, *kind, nodes);
+                let error = dry_run_create(&client, &refused, &ns.name)
+                    .await
+                    .expect_err(&format!("{case}: {} refused", longest + 1));
+                assert!(
+                    error.to_string().contains(&expected),
+                    "{case}: {error} lacks {expected}"
+                );
+            }
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, runtimes.len() * 5);
     ns.delete().await;
 }
 

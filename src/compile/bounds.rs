@@ -15,7 +15,7 @@ pub const MAX_OBJECT_BYTES: usize = 1 << 20;
 
 /// Kubernetes names (and so the job's name and namespace, which every address repeats) are at
 /// most this long.
-const MAX_NAME: usize = 63;
+pub const MAX_NAME: usize = 63;
 
 /// The name and namespace every per-replica address repeats.
 pub fn names(name: &str, namespace: &str) -> Result<(), CompileError> {
@@ -30,35 +30,55 @@ pub fn names(name: &str, namespace: &str) -> Result<(), CompileError> {
     Ok(())
 }
 
-/// What the Job controller adds to a pod's name after `<jobset>-<replicated job>-<job
-/// index>-<pod index>`: `-` and five random characters.
-const POD_NAME_SUFFIX: usize = 6;
+/// What a pod's name under JobSet, `<jobset>-<replicated job>-<job index>-<pod index>-<5
+/// random>`, has besides its four parts: three `-` between them, and the `-` and five random
+/// characters the Job controller adds.
+pub const POD_NAME_SEPARATORS: usize = 3 + 6;
 
-/// A pod's name under JobSet, `<jobset>-<replicated job>-<job index>-<pod index>-<5 random>`, is
-/// a DNS label: the JobSet webhook refuses a JobSet whose longest one would pass [`MAX_NAME`]
-/// (and without that webhook the pods could not be made). Each replicated job is given as its
-/// name, its replicas and its pods per Job.
+/// Why `metadata.name` is too long for its pods, given the pieces as text: the admission
+/// policy (`crate::trainjob_names`) passes CEL expressions, so both say the same.
+pub fn pod_names_too_long(replicated: &str, longest: &str, spare: &str) -> String {
+    format!(
+        "Too long: the names of the {replicated} pods would take {longest} \
+         characters (with the 5 random ones the Job controller adds), more than the {MAX_NAME} a \
+         DNS label may: shorten the name by {spare}"
+    )
+}
+
+/// A pod's name under JobSet is a DNS label: the JobSet webhook refuses a JobSet whose longest
+/// one would pass [`MAX_NAME`] (and without that webhook the pods could not be made). Each
+/// replicated job is given as its name, its replicas and its pods per Job; the error names the
+/// one with the longest pod names (the first, where several tie).
 pub fn pod_names<'a>(
     job: &str,
     replicated_jobs: impl IntoIterator<Item = (&'a str, i32, i32)>,
 ) -> Result<(), CompileError> {
     let digits = |count: i32| count.saturating_sub(1).max(0).to_string().len();
-    for (replicated, replicas, pods) in replicated_jobs {
-        let longest =
-            job.len() + replicated.len() + digits(replicas) + digits(pods) + 3 + POD_NAME_SUFFIX;
-        if longest > MAX_NAME {
-            let spare = longest - MAX_NAME;
-            return Err(CompileError::invalid(
-                "metadata.name",
-                format!(
-                    "Too long: the names of the {replicated} pods would take {longest} \
-                     characters (with the 5 random ones the Job controller adds), more than the \
-                     {MAX_NAME} a DNS label may: shorten the name by {spare}"
-                ),
-            ));
-        }
+    let longest = replicated_jobs
+        .into_iter()
+        .map(|(replicated, replicas, pods)| {
+            let length = job.len()
+                + replicated.len()
+                + digits(replicas)
+                + digits(pods)
+                + POD_NAME_SEPARATORS;
+            (replicated, length)
+        })
+        .fold(None, |longest: Option<(&str, usize)>, next| match longest {
+            Some(kept) if kept.1 >= next.1 => Some(kept),
+            _ => Some(next),
+        });
+    match longest {
+        Some((replicated, length)) if length > MAX_NAME => Err(CompileError::invalid(
+            "metadata.name",
+            pod_names_too_long(
+                replicated,
+                &length.to_string(),
+                &(length - MAX_NAME).to_string(),
+            ),
+        )),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 pub fn replicas<J: TrainingJob>(groups: &[Group<'_>]) -> Result<(), CompileError> {

@@ -5,7 +5,7 @@
 //! success and failure policies; each framework file adds only what is its own (env, success rule,
 //! layout, extra objects) through [`Framework`].
 
-mod bounds;
+pub mod bounds;
 mod env;
 mod jax;
 mod meta;

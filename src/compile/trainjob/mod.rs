@@ -613,7 +613,8 @@ pub fn compile_trainjob(
 
 /// Pods of a replicated job: the trainer's from `numNodes` (the TrainJob's, else the runtime's;
 /// with MPI the runtime's alone, as the nodes are the `node` job's), MPI's `node` job's from
-/// the policy, any other's its own parallelism.
+/// the policy, any other's its own parallelism. The admission policy of `crate::trainjob_names`
+/// counts the same way in CEL.
 fn pod_count(
     replicated: &ReplicatedJob,
     num_nodes: Option<i32>,
