@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use jobset_types::JobSet;
-use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
@@ -228,12 +228,16 @@ async fn leads(client: &Client, pod: &RunningPod) {
 
 /// Who holds the trainset Lease; `None` before any replica made it, or while it is released.
 async fn lease_holder(client: &Client, namespace: &str) -> Option<String> {
+    lease(client, namespace).await?.holder_identity
+}
+
+async fn lease(client: &Client, namespace: &str) -> Option<LeaseSpec> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
     let lease = leases
         .get_opt("trainset")
         .await
         .expect("the trainset Lease");
-    lease?.spec?.holder_identity
+    lease?.spec
 }
 
 /// As the pod's security context asks: its UID and GID, no capabilities, no privilege
@@ -781,6 +785,10 @@ async fn install_of_two_replicas_rolls_out_ready_with_one_leader_and_fails_over_
     let jobs = InFlight::start(&client, 60).await;
     let killed = std::time::Instant::now();
     kubelet.kill(&leader.0).await;
+    let renewed = lease(&client, NAMESPACE)
+        .await
+        .and_then(|l| l.renew_time)
+        .expect("the dead leader's last renewal");
     let what = format!("the standby {} to lead", standby.0);
     wait_for(LEASE * 2, &what, || async {
         let holder = lease_holder(&client, NAMESPACE).await?;
@@ -788,11 +796,29 @@ async fn install_of_two_replicas_rolls_out_ready_with_one_leader_and_fails_over_
     })
     .await;
     let failover = killed.elapsed();
+    let acquired = lease(&client, NAMESPACE)
+        .await
+        .and_then(|l| l.acquire_time)
+        .expect("the standby's acquisition");
+    // No replica may take a Lease before it lapses: the lease duration after the standby saw
+    // the last renewal, by its own clock (as client-go's elector). It looks every retry period,
+    // so it sees the renewal within one and takes the lapsed Lease within another.
+    let after_renewal = acquired.0.duration_since(renewed.0);
     println!(
-        "rollout: the standby led {:.1}s after the leader was killed",
-        failover.as_secs_f64()
+        "rollout: the standby led {:.1}s after the leader was killed, {:.1}s after its last \
+         renewal (Lease {}s)",
+        failover.as_secs_f64(),
+        after_renewal.as_secs_f64(),
+        LEASE.as_secs()
     );
-    assert!(failover <= LEASE + Duration::from_secs(5), "{failover:?}");
+    let latest =
+        k8s_openapi::jiff::SignedDuration::try_from(LEASE + 2 * trainset::leader::RETRY_PERIOD)
+            .expect("a duration");
+    assert!(
+        after_renewal >= k8s_openapi::jiff::SignedDuration::try_from(LEASE).expect("a duration"),
+        "taken before the Lease lapsed: {after_renewal:?}"
+    );
+    assert!(after_renewal <= latest, "{after_renewal:?}");
     jobs.unchanged(&client, true).await;
     jobs.succeed(&client).await;
 
