@@ -195,7 +195,7 @@ def test_every_call_on_each_kind(kind, namespace, training_client):
 
     if kind == "TFJob":
         # JobSet deletes the Jobs still active when a JobSet finishes: the parameter server that
-        # was still running is gone (v1 kept it), and counted succeeded (README, Deviations).
+        # was still running is gone (v1 kept it), and counted succeeded (docs/compatibility.md).
         wait_until("the parameter server to be deleted",
                    lambda: not live(tc.get_job_pods(name, namespace, replica_type="ps")))
         ps = tc.get_job(name, namespace, kind).status.replica_statuses["PS"]
@@ -225,7 +225,7 @@ def test_create_job_from_a_function(namespace, training_client):
                   job_kind="PyTorchJob")
     # Upstream counts the pods after success and expects one named <name>-worker-0. Under JobSet
     # pods are named <name>-<type>-<job index>-<pod index>-<suffix>, and a worker still running
-    # when the master succeeds is deleted with its Job (README, Deviations), so count them while
+    # when the master succeeds is deleted with its Job (docs/compatibility.md), so count them while
     # the job runs: one master and num_workers - 1 workers.
     wait_until(f"{num_workers} pods of {name}",
                lambda: len(tc.get_job_pod_names(name, namespace)) == num_workers)

@@ -1,7 +1,7 @@
 //! The pure half of `e2e/differential`: what one operator did with one manifest, reduced to facts
 //! that can be compared with another operator's (pods keyed by replica type and index, env as the
 //! kubelet would resolve it, addresses and namespaces abstracted), the differences between two
-//! such runs, and the README's table of documented deviations. The binary
+//! such runs, and the table of documented deviations. The binary
 //! (`src/bin/differential.rs`) does the I/O.
 
 use std::collections::BTreeMap;
@@ -395,7 +395,7 @@ pub fn facts(run: &Run) -> Facts {
     if let Some(replicas) = status["replicaStatuses"].as_object() {
         for (replica_type, counts) in replicas {
             // One fact per counter: pods still running at the end are counted differently by
-            // design (README, Deviations), failures must agree.
+            // design (docs/compatibility.md), failures must agree.
             for field in ["active", "succeeded", "failed"] {
                 facts.insert(
                     job(&format!("replicaStatuses.{replica_type}.{field}")),
@@ -437,7 +437,7 @@ pub fn differences(peer: &Facts, trainset: &Facts) -> Vec<Difference> {
         .collect()
 }
 
-/// A row of the README's "Deviations from v1" table: an aspect (one `*` matches any run of
+/// A row of the "Deviations from v1" table in docs/compatibility.md: an aspect (one `*` matches any run of
 /// characters) and the kinds it concerns (`all`, or a comma-separated list).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deviation {
@@ -461,8 +461,10 @@ impl Deviation {
     }
 }
 
-/// The heading of the README's section that documents deviations.
+/// The heading of the section of docs/compatibility.md that documents deviations.
 pub const DEVIATIONS_HEADING: &str = "## Deviations from v1";
+/// The heading of the section that documents deviations from Trainer v2.3.0.
+pub const TRAINER_DEVIATIONS_HEADING: &str = "## Deviations from Trainer v2.3.0";
 
 /// The rows of the first table under [`DEVIATIONS_HEADING`]: the first column's code span is
 /// the aspect, the second column the kinds.
@@ -470,9 +472,9 @@ pub fn deviations(readme: &str) -> Result<Vec<Deviation>, String> {
     deviations_under(readme, DEVIATIONS_HEADING)
 }
 
-/// The deviations the repository's README documents under `heading`.
+/// The deviations docs/compatibility.md documents under `heading`.
 pub fn documented_deviations(heading: &str) -> Result<Vec<Deviation>, String> {
-    let readme = crate::repo_root().join("README.md");
+    let readme = crate::repo_root().join("docs/compatibility.md");
     let text =
         std::fs::read_to_string(&readme).map_err(|e| format!("{}: {e}", readme.display()))?;
     deviations_under(&text, heading)
@@ -542,7 +544,7 @@ pub fn deviations_under(readme: &str, heading: &str) -> Result<Vec<Deviation>, S
     let section = readme
         .split_once(heading)
         .map(|(_, rest)| rest)
-        .ok_or_else(|| format!("README has no section {heading:?}"))?;
+        .ok_or_else(|| format!("no section {heading:?}"))?;
     let rows = section
         .lines()
         .skip_while(|line| !line.starts_with('|'))
@@ -705,6 +707,14 @@ mod tests {
         assert_eq!(env["RANK"], "3");
         assert_eq!(env["ADDR"], "r3-$(LATER)-$(RANK)-$");
         assert_eq!(env["IP"], "⟨status.podIP⟩");
+    }
+
+    #[test]
+    fn both_differentials_find_their_tables_in_the_docs() {
+        for heading in [DEVIATIONS_HEADING, TRAINER_DEVIATIONS_HEADING] {
+            let rows = documented_deviations(heading).unwrap_or_else(|e| panic!("{e}"));
+            assert!(rows.len() >= 4, "{heading}: {} rows", rows.len());
+        }
     }
 
     #[test]

@@ -515,10 +515,10 @@ async fn hand_over(client: &Client, mut old: RunningPod) -> RunningPod {
     new
 }
 
-/// What uninstalling does, in the two steps the README gives. Removing the operator leaves the
-/// training jobs and their JobSets alone: the JobSet controller runs them to the end, and their
-/// status stays as trainset last wrote it. Deleting the CRDs deletes every training job, and the
-/// garbage collector deletes their JobSets and pods.
+/// What uninstalling does, in the two steps docs/operating.md gives. Removing the operator leaves
+/// the training jobs and their JobSets alone: the JobSet controller runs them to the end, and
+/// their status stays as trainset last wrote it. Deleting the CRDs deletes every training job,
+/// and the garbage collector deletes their JobSets and pods.
 async fn uninstall(client: &Client, mut running: RunningPod, remove_operator: impl FnOnce()) {
     let jobs = InFlight::start(client, PAST_UNINSTALL).await;
     remove_operator();
@@ -647,7 +647,7 @@ async fn helm_install_upgrade_and_uninstall() {
     let client = client().await;
     clean_slate(&client).await;
 
-    // The CRDs first, as the README says: the chart cannot carry them (see there).
+    // The CRDs first, as the README says: the chart cannot carry them (docs/operating.md says why).
     apply_crds(&client, &repo_root().join("crds")).await;
     let values = image_values();
     helm(&[

@@ -177,7 +177,7 @@ fn trainer_crds_are_trainer_v2_3s() {
                 .map(|d| format!("{name}{d}")),
         );
     }
-    // trainset's two additive status fields (README, Trainer v2), and nothing else.
+    // trainset's two additive status fields (docs/trainer.md), and nothing else.
     let additive: Vec<String> = ["startTime", "completionTime"]
         .iter()
         .map(|field| {

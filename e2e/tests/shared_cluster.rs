@@ -1,4 +1,4 @@
-//! One tenant's objects never stop, hijack or fail another's job (README, Reliability): objects
+//! One tenant's objects never stop, hijack or fail another's job (docs/operating.md, Reliability): objects
 //! of the names a job needs that it does not control are left untouched and named on the job
 //! (mpi-operator's `TestConfigMapNotControlledByUs` and `TestSecretNotControlledByUs`); an earlier
 //! job's JobSet of the same name is waited out, never adopted nor a reason to fail (JobSet's

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 /// Replica specs keyed by replica type (`Worker`, `PS`, ...). Keys are matched case-insensitively,
 /// as v1 does, and kept exactly as the user wrote them. Each spec is boxed: a B-tree node holds
 /// room for 11 values, and a spec with its pod template is 1.8 KB inline, so unboxed a job of two
-/// replica types kept 20 KB in the controller's store (heap profile, BENCHMARKS.md).
+/// replica types kept 20 KB in the controller's store (heap profile, docs/benchmarks.md).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(transparent)]
 #[schemars(transparent)]

@@ -214,7 +214,7 @@ fn earliest_start(jobs: &[Job]) -> Option<Time> {
 
 /// Marks the job `Failed` with `<Kind><reason>`: for what trainset itself decides (an invalid
 /// spec, an exceeded deadline). trainset then stops the pods, so none counts as active
-/// (training-operator v1.9.4 keeps the counts of its last pass: README, Deviations from v1).
+/// (training-operator v1.9.4 keeps the counts of its last pass: docs/compatibility.md, Deviations from v1).
 pub fn fail(
     subject: &Subject<'_>,
     previous: Option<&JobStatus>,

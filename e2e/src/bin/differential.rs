@@ -2,7 +2,7 @@
 //! unchanged under the upstream operators (training-operator v1.9.4 for the v1 kinds,
 //! mpi-operator v0.8.2 for MPIJob v2beta1) and then under trainset, each in a fresh namespace,
 //! lets KWOK run the pods to the end, compares what each did pod by pod
-//! (`trainset_e2e::differential`), and fails when a difference is not in the README's
+//! (`trainset_e2e::differential`), and fails when a difference is not in docs/compatibility.md's
 //! "Deviations from v1" table.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -5,7 +5,7 @@
 //! JobSet (labels, annotations, owner, the whole spec as the apiserver stored it), and for MPI
 //! runtimes the hostfile and the SSH Secret's shape; or, where either refuses the TrainJob
 //! (Trainer's webhook at creation, trainset's `InvalidSpec` at reconcile), the first field the
-//! refusal names. Fails when a difference is not in the README's "Deviations from Trainer
+//! refusal names. Fails when a difference is not in docs/compatibility.md's "Deviations from Trainer
 //! v2.3.0" table.
 
 use std::collections::BTreeMap;
@@ -26,7 +26,6 @@ use trainset_e2e::{
 
 /// How long an operator may take to create a case's JobSet.
 const CREATE_LIMIT: Duration = Duration::from_secs(60);
-const HEADING: &str = "## Deviations from Trainer v2.3.0";
 
 struct Case {
     name: String,
@@ -423,7 +422,8 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let known = match differential::documented_deviations(HEADING) {
+    let known = match differential::documented_deviations(differential::TRAINER_DEVIATIONS_HEADING)
+    {
         Ok(k) => k,
         Err(e) => {
             eprintln!("differential-trainjob: {e}");
