@@ -1,15 +1,12 @@
-//! trainset: serves the Kubeflow training APIs and runs every training job as one JobSet.
+//! trainset: serves the Kubeflow training APIs and runs every training job as one JobSet. The
+//! pure core (`trainset-core`) is re-exported under its own module names; this crate is the
+//! shell around it: the controller, leader election, telemetry and `trainset render`.
 
-pub mod admission;
-pub mod api;
-pub mod compile;
+pub use trainset_core::{
+    admission, api, compile, crds, kinds, plan, pod_labels, status, suspend, trainjob_names,
+};
+
 pub mod controller;
-pub mod crds;
-pub mod kinds;
 pub mod leader;
-pub mod pod_labels;
 pub mod render;
-pub mod status;
-pub mod suspend;
 pub mod telemetry;
-pub mod trainjob_names;

@@ -12,11 +12,11 @@ use kube::api::{
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::plan::{self, Holder, Plan, SuspendWrite};
 use super::{Context, Error, FIELD_MANAGER, kube_error, refused_content};
 use crate::api::{CleanPodPolicy, JobStatus};
 use crate::compile::{Compiled, JOB_NAME, OPERATOR_NAME};
 use crate::kinds::Served;
+use crate::plan::{self, Holder, Plan, SuspendWrite};
 
 /// How applying a plan ended.
 pub enum Applied {

@@ -1,95 +1,14 @@
-//! Watched objects decoded one at a time. A list or watch event carrying one object the Rust types
-//! cannot hold (a probe `port` of 2^32, which the apiserver lets through an int-or-string field)
-//! would otherwise fail the whole list, and the watch would retry it for ever with every job of
-//! the kind unreconciled. Wrapped in [`Decoded`], such an object keeps only its metadata, its raw
-//! status and why it could not be read, so it is reported on itself while the others run.
+//! The watch events of trainset's own objects (JobSets, Jobs) and of the events read about them,
+//! as their readable objects alone.
 
-use std::borrow::Cow;
-
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
-use serde::de::{Deserialize, DeserializeOwned, Deserializer, Error as _};
-use serde_json::Value;
-
-/// An object as a watch delivered it: read, or [`Undecodable`].
-#[derive(Clone, Debug)]
-pub struct Decoded<K>(pub Result<K, Undecodable>);
-
-/// What is kept of an object that could not be read.
-#[derive(Clone, Debug)]
-pub struct Undecodable {
-    pub metadata: ObjectMeta,
-    /// Its `status`, untyped, so the failure can be written over what it says.
-    pub status: Option<Value>,
-    /// The field and what was wrong with it:
-    /// `spec.pytorchReplicaSpecs.Master...tcpSocket.port: invalid value: integer ...`.
-    pub error: String,
-}
-
-impl<'de, K: DeserializeOwned> Deserialize<'de> for Decoded<K> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut value = Value::deserialize(deserializer)?;
-        match serde_path_to_error::deserialize::<_, K>(&value) {
-            Ok(object) => Ok(Self(Ok(object))),
-            Err(error) => {
-                // Without readable metadata the object cannot even be named: the apiserver never
-                // sends one, so that stays an error of the list.
-                let metadata =
-                    ObjectMeta::deserialize(value.get("metadata").unwrap_or(&Value::Null))
-                        .map_err(D::Error::custom)?;
-                let status = value.get_mut("status").map(Value::take);
-                Ok(Self(Err(Undecodable {
-                    metadata,
-                    status,
-                    error: format!("{}: {}", error.path(), error.inner()),
-                })))
-            }
-        }
-    }
-}
-
-impl<K: Resource> Resource for Decoded<K> {
-    type DynamicType = K::DynamicType;
-    type Scope = K::Scope;
-
-    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::kind(dt)
-    }
-
-    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::group(dt)
-    }
-
-    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::version(dt)
-    }
-
-    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::plural(dt)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        match &self.0 {
-            Ok(object) => object.meta(),
-            Err(undecodable) => &undecodable.metadata,
-        }
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        match &mut self.0 {
-            Ok(object) => object.meta_mut(),
-            Err(undecodable) => &mut undecodable.metadata,
-        }
-    }
-}
+use kube::runtime::watcher::Event;
+pub use trainset_core::decode::{Decoded, Undecodable};
 
 /// A watch event of decoded objects as one of the readable ones alone: for the stores of objects
 /// only trainset writes (JobSets, Jobs) and for the events read about them, where an unreadable
 /// one is somebody else's and is logged and left out.
-pub fn readable<K: Resource<DynamicType = ()>>(
-    event: kube::runtime::watcher::Event<Decoded<K>>,
-) -> Option<kube::runtime::watcher::Event<K>> {
-    use kube::runtime::watcher::Event;
+pub fn readable<K: Resource<DynamicType = ()>>(event: Event<Decoded<K>>) -> Option<Event<K>> {
     let read = |decoded: Decoded<K>| match decoded.0 {
         Ok(object) => Some(object),
         Err(undecodable) => {
@@ -114,47 +33,14 @@ pub fn readable<K: Resource<DynamicType = ()>>(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::api::PyTorchJob;
     use serde_json::json;
+    use trainset_core::api::PyTorchJob;
 
-    fn job(port: Value) -> Value {
-        json!({
-            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-            "metadata": {"name": "poison", "namespace": "b", "uid": "u1"},
-            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": {
-                "containers": [{"name": "pytorch", "image": "busybox",
-                                "livenessProbe": {"tcpSocket": {"port": port}}}]}}}}},
-            "status": {"conditions": [{"type": "Created", "status": "True"}]}
-        })
-    }
-
-    #[test]
-    fn an_unreadable_object_keeps_its_name_status_and_the_field_at_fault() {
-        let list = json!({"items": [job(json!(4294967296_u64)), job(json!(8080))]});
-        let items: Vec<Decoded<PyTorchJob>> =
-            serde_json::from_value(list["items"].clone()).unwrap_or_default();
-        assert_eq!(items.len(), 2, "one bad object fails nothing else");
-        let Err(bad) = &items[0].0 else {
-            panic!("the port of 2^32 was read");
-        };
-        assert_eq!(bad.metadata.name.as_deref(), Some("poison"));
-        assert_eq!(
-            bad.error,
-            "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].livenessProbe.\
-             tcpSocket.port: invalid value: integer `4294967296`, expected a 32-bit integer"
-        );
-        assert_eq!(
-            bad.status,
-            Some(json!({"conditions": [{"type": "Created", "status": "True"}]}))
-        );
-        assert!(items[1].0.is_ok());
-    }
+    use super::*;
 
     #[test]
     fn the_stores_of_trainsets_own_objects_leave_unreadable_ones_out() {
-        use kube::runtime::watcher::Event;
-        let bad = serde_json::from_value::<Decoded<PyTorchJob>>(job(json!(-1_i64 << 40)));
+        let bad = serde_json::from_value::<Decoded<PyTorchJob>>(job());
         let Ok(bad) = bad else {
             panic!("the envelope was not read");
         };
@@ -164,5 +50,16 @@ mod tests {
             readable::<PyTorchJob>(Event::InitDone),
             Some(Event::InitDone)
         ));
+    }
+
+    /// A PyTorchJob whose probe port no 32-bit integer holds.
+    fn job() -> serde_json::Value {
+        json!({
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "poison", "namespace": "b", "uid": "u1"},
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": {
+                "containers": [{"name": "pytorch", "image": "busybox",
+                                "livenessProbe": {"tcpSocket": {"port": -1_i64 << 40}}}]}}}}}
+        })
     }
 }

@@ -11,11 +11,11 @@ use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::reflector::ObjectRef;
 
-use super::plan::{self, Facts};
 use super::{Context, Error, kube_error};
 use crate::admission;
 use crate::compile::{Options, SshKeyPair};
 use crate::kinds::Served;
+use crate::plan::{self, Facts};
 
 /// What the caches and, where needed, the apiserver say about `job`.
 pub struct Fetched {

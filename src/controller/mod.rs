@@ -12,7 +12,7 @@ mod creation_failures;
 mod decode;
 mod events;
 mod fetch;
-mod plan;
+
 mod report;
 mod startup;
 mod trainjob;
@@ -34,6 +34,7 @@ use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Client, Resource, ResourceExt};
 
 use crate::kinds::{Served, Visitor, visit_all};
+use crate::plan;
 use crate::telemetry::{KindLabels, Metrics, Readiness};
 use apply::Applied;
 use decode::{Decoded, Undecodable};

@@ -6,8 +6,8 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
 use super::Context;
-use super::plan::Happened;
 use crate::kinds::Served;
+use crate::plan::Happened;
 use crate::telemetry::{JobLabels, KindLabels};
 
 pub async fn report<K: Served>(job: &K, happened: &[Happened], ctx: &Context) {

@@ -3,8 +3,6 @@
 //! apply → report like a v1 one; the runtimes come from watches of their own, and a TrainJob
 //! waiting for its runtime is woken when that runtime appears.
 
-pub mod plan;
-
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -24,15 +22,17 @@ use kube::{Client, Resource, ResourceExt};
 use super::apply::{self, Applied};
 use super::caches::Trigger;
 use super::decode::{self, Decoded};
-use super::plan::{Holder, RESOURCE_EXISTS, holder, resource_exists, waiting_for_earlier};
 use super::{Context, Error, Shutdown, kube_error, report};
 use crate::api::trainer::{
     AnyRuntime, ClusterTrainingRuntime, TrainJob, TrainJobStatus, TrainingRuntime,
 };
 use crate::compile::SshKeyPair;
 use crate::compile::trainjob::{self, Runtime, RuntimeKind, snapshot};
+use crate::plan::trainer::{
+    self as plan, Compiled, Facts, Plan, RUNTIME_NOT_SUPPORTED, Unrunnable,
+};
+use crate::plan::{Holder, RESOURCE_EXISTS, holder, resource_exists, waiting_for_earlier};
 use crate::telemetry::KindLabels;
-use plan::{Compiled, Facts, Plan, RUNTIME_NOT_SUPPORTED, Unrunnable};
 
 /// The `framework` label of TrainJob metrics whose runtime is not known (any more).
 const FRAMEWORK: &str = "trainjob";

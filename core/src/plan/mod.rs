@@ -2,6 +2,8 @@
 //! its JobSet and Jobs, and the time, which objects to write or delete, what happened (for events
 //! and metrics) and when to look again. `fetch` gathers the facts, `apply` carries the plan out.
 
+pub mod trainer;
+
 use std::time::Duration;
 
 use jobset_types::JobSet;
@@ -13,9 +15,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{Resource, ResourceExt};
 
-use super::decode::Undecodable;
 use crate::api::{CleanPodPolicy, JobStatus};
 use crate::compile::Compiled;
+use crate::decode::Undecodable;
 use crate::kinds::Served;
 use crate::status::{self, Observed, Subject};
 use crate::suspend::{self, Control};

@@ -11,8 +11,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{Resource, ResourceExt};
 
 use crate::api::trainer::{TRAINJOB_CONTROLLER, TrainJob, TrainJobStatus};
-use crate::controller::decode::Undecodable;
-use crate::controller::plan::{
+use crate::decode::Undecodable;
+use crate::plan::{
     EARLIER_WAIT, Happened, Holder, INVALID_SPEC, NAME_CONFLICT, SuspendWrite, deleting, holder,
     name_conflict, refused_by_kubernetes, waiting_for_earlier,
 };

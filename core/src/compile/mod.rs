@@ -66,7 +66,7 @@ pub enum CompileError {
 }
 
 impl CompileError {
-    pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+    pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
         Self::Invalid {
             field: field.into(),
             reason: reason.into(),
@@ -405,7 +405,7 @@ impl<J: HasFramework> Compile for J {
 }
 
 /// Deserializes a manifest into its kind, naming the field at fault on error.
-pub(crate) fn parse<K: serde::de::DeserializeOwned>(manifest: Value) -> Result<K, CompileError> {
+pub fn parse<K: serde::de::DeserializeOwned>(manifest: Value) -> Result<K, CompileError> {
     serde_path_to_error::deserialize(manifest).map_err(|error| CompileError::Malformed {
         path: error.path().to_string(),
         message: error.inner().to_string(),
