@@ -277,7 +277,7 @@ fn render_one(
         cluster_domain,
     };
     let compiled =
-        compile::compile_manifest(value, &options).map_err(|source| RenderError::Compile {
+        crate::kinds::compile_manifest(value, &options).map_err(|source| RenderError::Compile {
             document,
             kind: kind.clone(),
             name: name.clone(),

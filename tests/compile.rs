@@ -2,7 +2,8 @@
 //! references, user metadata, restart-policy mapping.
 
 use serde_json::{Value, json};
-use trainset::compile::{Options, compile_manifest};
+use trainset::compile::Options;
+use trainset::kinds::compile_manifest;
 
 fn compile(manifest: Value) -> Value {
     let compiled = compile_manifest(manifest, &Options::default()).expect("compiles");

@@ -4,9 +4,8 @@
 use std::path::Path;
 
 use serde_json::json;
-use trainset::compile::{
-    JOB_ROLE, MASTER_REPLICA_INDEX, Options, REPLICA_INDEX_OFFSET, compile_manifest,
-};
+use trainset::compile::{JOB_ROLE, MASTER_REPLICA_INDEX, Options, REPLICA_INDEX_OFFSET};
+use trainset::kinds::compile_manifest;
 
 #[test]
 fn committed_policy_matches_the_code() {

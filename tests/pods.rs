@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 mod common;
 
 use common::compile_with_test_key;
-use trainset::compile::{Options, compile_manifest};
+use trainset::compile::Options;
+use trainset::kinds::compile_manifest;
 
 /// One simulated pod.
 struct Pod {

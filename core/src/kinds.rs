@@ -1,5 +1,6 @@
 //! Every training kind trainset serves, listed once. The CRDs, `render` and the controller visit
-//! this list, so adding a kind touches only [`visit_all`].
+//! this list, so adding a kind touches only [`visit_all`]; a manifest of any of them compiles
+//! through [`compile_manifest`].
 
 use std::fmt::Debug;
 
@@ -9,7 +10,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::{JAXJob, MPIJob, PaddleJob, PyTorchJob, TFJob, TrainingJob, XGBoostJob};
-use crate::compile::Compile;
+use serde_json::Value;
+
+use crate::compile::{Compile, CompileError, Compiled, Options, parse};
 
 /// A training kind trainset serves: its API, its compiler and what the controller needs of it.
 pub trait Served:
@@ -77,6 +80,44 @@ pub fn served() -> String {
         .map(|(version, kinds)| format!("{} at {version}", kinds.join(", ")))
         .collect();
     groups.join("; ")
+}
+
+/// Compiles a manifest of any training kind, read as JSON.
+pub fn compile_manifest(manifest: Value, options: &Options<'_>) -> Result<Compiled, CompileError> {
+    struct ByKind<'a> {
+        manifest: Option<Value>,
+        options: &'a Options<'a>,
+        compiled: Option<Result<Compiled, CompileError>>,
+    }
+    impl Visitor for ByKind<'_> {
+        fn visit<K: Served>(&mut self) {
+            let is_kind = self.manifest.as_ref().is_some_and(|m| {
+                m["apiVersion"] == K::api_version(&()).as_ref()
+                    && m["kind"] == K::kind(&()).as_ref()
+            });
+            if let Some(manifest) = self.manifest.take_if(|_| is_kind) {
+                self.compiled =
+                    Some(parse::<K>(manifest).and_then(|job| job.compile(self.options)));
+            }
+        }
+    }
+    let kind = format!(
+        "{}/{}",
+        manifest["apiVersion"].as_str().unwrap_or_default(),
+        manifest["kind"].as_str().unwrap_or_default()
+    );
+    let mut by_kind = ByKind {
+        manifest: Some(manifest),
+        options,
+        compiled: None,
+    };
+    visit_all(&mut by_kind);
+    by_kind.compiled.unwrap_or_else(|| {
+        Err(CompileError::NotATrainingKind {
+            kind,
+            served: served(),
+        })
+    })
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@ use std::time::Duration;
 use jobset_types::JobSet;
 use jobset_types::keys::condition;
 use kube::api::Api;
-use trainset::compile::{Options, SshKeyPair, compile_manifest};
+use trainset::compile::{Options, SshKeyPair};
+use trainset::kinds::compile_manifest;
 use trainset_e2e::{TestNamespace, apply, client, repo_root, wait_for, yaml_documents};
 
 #[tokio::test]

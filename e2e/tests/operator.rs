@@ -10,7 +10,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use trainset::compile::{Options, SshKeyPair, compile_manifest};
+use trainset::compile::{Options, SshKeyPair};
+use trainset::kinds::compile_manifest;
 use trainset_e2e::{
     COMPLETE_DELAY, TestNamespace, client, condition, create, create_examples, delay, http_get,
     install_crds, operator, status, wait_event, wait_for, wait_state,

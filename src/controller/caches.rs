@@ -349,7 +349,8 @@ mod tests {
 
     #[test]
     fn a_trimmed_jobset_resumes_with_the_same_patch_as_the_full_one() {
-        use crate::compile::{Options, compile_manifest};
+        use crate::compile::Options;
+        use crate::kinds::compile_manifest;
         let pod = json!({"metadata": {"labels": {"team": "a"}},
                          "spec": {"containers": [{"name": "pytorch", "image": "x"}],
                                   "nodeSelector": {"pool": "old"}}});

@@ -1,6 +1,7 @@
 //! Shared by the compiler's integration tests.
 
-use trainset::compile::{CompileError, Compiled, Options, SshKeyPair, compile_manifest};
+use trainset::compile::{CompileError, Compiled, Options, SshKeyPair};
+use trainset::kinds::compile_manifest;
 
 /// A fixed key so compiled MPIJobs are stable; real runs generate one.
 pub fn test_key() -> SshKeyPair {

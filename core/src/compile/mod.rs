@@ -33,7 +33,6 @@ use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
 use crate::api::{ReplicaSpec, RestartPolicy, TrainingJob};
-use crate::kinds::{Served, Visitor, visit_all};
 
 pub use meta::{
     JOB_NAME, JOB_ROLE, MANAGED_BY, MASTER_REPLICA_INDEX, OPERATOR_NAME, REPLICA_INDEX,
@@ -51,11 +50,13 @@ pub enum CompileError {
     Invalid { field: String, reason: String },
     #[error("{path}: {message}")]
     Malformed { path: String, message: String },
-    #[error(
-        "apiVersion/kind: {api_version}/{kind} is not a training kind trainset serves ({})",
-        crate::kinds::served()
-    )]
-    NotATrainingKind { api_version: String, kind: String },
+    #[error("apiVersion/kind: {kind} is not a training kind trainset serves ({served})")]
+    NotATrainingKind {
+        /// `<apiVersion>/<kind>` as the manifest gave them.
+        kind: String,
+        /// The kinds that are: `TFJob, ... at kubeflow.org/v1; MPIJob at kubeflow.org/v2beta1`.
+        served: String,
+    },
     #[error(
         "spec: the compiled {kind} would take {bytes} bytes, more than the {max} an object may take (fewer replicas, or shorter names and templates, make it fit)",
         max = bounds::MAX_OBJECT_BYTES
@@ -333,41 +334,6 @@ pub trait Framework {
     ) -> Result<(Option<ConfigMap>, Option<Secret>), CompileError> {
         Ok((None, None))
     }
-}
-
-/// Compiles a manifest of any training kind, read as JSON.
-pub fn compile_manifest(manifest: Value, options: &Options<'_>) -> Result<Compiled, CompileError> {
-    struct ByKind<'a> {
-        manifest: Option<Value>,
-        options: &'a Options<'a>,
-        compiled: Option<Result<Compiled, CompileError>>,
-    }
-    impl Visitor for ByKind<'_> {
-        fn visit<K: Served>(&mut self) {
-            let is_kind = self.manifest.as_ref().is_some_and(|m| {
-                m["apiVersion"] == K::api_version(&()).as_ref()
-                    && m["kind"] == K::kind(&()).as_ref()
-            });
-            if let Some(manifest) = self.manifest.take_if(|_| is_kind) {
-                self.compiled =
-                    Some(parse::<K>(manifest).and_then(|job| job.compile(self.options)));
-            }
-        }
-    }
-    let api_version = manifest["apiVersion"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let kind = manifest["kind"].as_str().unwrap_or_default().to_owned();
-    let mut by_kind = ByKind {
-        manifest: Some(manifest),
-        options,
-        compiled: None,
-    };
-    visit_all(&mut by_kind);
-    by_kind
-        .compiled
-        .unwrap_or(Err(CompileError::NotATrainingKind { api_version, kind }))
 }
 
 /// A training job that compiles into a JobSet.

@@ -16,7 +16,8 @@ use kube::api::{Api, DynamicObject, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use trainset::compile::{Options, compile_manifest};
+use trainset::compile::Options;
+use trainset::kinds::compile_manifest;
 use trainset_e2e::audit::Audit;
 use trainset_e2e::{
     Peer, TestNamespace, client, cluster_state, condition, dynamic_api, http_get, install_crds,

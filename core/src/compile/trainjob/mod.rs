@@ -10,6 +10,7 @@ mod jax;
 mod merge;
 mod mpi;
 mod plain;
+mod procs;
 pub mod snapshot;
 mod torch;
 mod torchtune;
