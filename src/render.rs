@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::admission::{self, AdmissionError};
 use crate::api::trainer::{ClusterTrainingRuntime, TrainJob, TrainingRuntime, TrainingRuntimeSpec};
-use crate::compile::trainjob::{self, Runtime, RuntimeKind};
+use crate::compile::trainer::{self, Runtime, RuntimeKind};
 use crate::compile::{self, CompileError, Options, SshKeyPair};
 
 /// Output format of `trainset render`.
@@ -223,7 +223,7 @@ fn render_trainjob(
     let mut job: TrainJob = compile::parse(value).map_err(refused)?;
     let namespace = job.namespace().unwrap_or_else(|| namespace.to_owned());
     job.metadata.namespace = Some(namespace.clone());
-    let (kind, runtime_name) = trainjob::runtime_ref(&job).map_err(refused)?;
+    let (kind, runtime_name) = trainer::runtime_ref(&job).map_err(refused)?;
     let runtime = runtimes
         .find(kind, &namespace, runtime_name)
         .ok_or_else(|| {
@@ -233,12 +233,12 @@ fn render_trainjob(
             ))
         })?;
     // Only an MPI runtime needs a key, as for an MPIJob.
-    let key = if trainjob::uses_ssh(runtime.spec) {
+    let key = if trainer::uses_ssh(runtime.spec) {
         Some(SshKeyPair::generate()?)
     } else {
         None
     };
-    trainjob::compile_trainjob(&job, &runtime, key.as_ref())
+    trainer::compile_trainjob(&job, &runtime, key.as_ref())
         .map_err(refused)?
         .objects()
         .map_err(|e| RenderError::Output(e.to_string()))

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 use trainset::api::trainer::{TrainJob, TrainingRuntimeSpec};
-use trainset::compile::trainjob::{Runtime, RuntimeKind, compile_trainjob};
+use trainset::compile::trainer::{Runtime, RuntimeKind, compile_trainjob};
 
 /// A torch runtime as Trainer's `torch-distributed` is shaped (written here): one `node`
 /// replicated job, the trainer ancestor.

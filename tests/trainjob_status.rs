@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use trainset::api::trainer::{TrainJob, TrainJobStatus};
-use trainset::status::trainjob::{deadline_left, derive, fail, is_finished};
+use trainset::status::trainer::{deadline_left, derive, fail, is_finished};
 
 fn at(second: i64) -> Time {
     Time(Timestamp::from_second(1_800_000_000 + second).expect("time"))

@@ -8,7 +8,7 @@
 //! expression that cannot be evaluated, lets the TrainJob through (`failurePolicy: Ignore`,
 //! `parameterNotFoundAction: Allow`), and the compiler's own check
 //! (`compile::bounds::pod_names`) fails it `InvalidSpec` at its first reconcile. The two draw
-//! the line at the same length: the pod count below mirrors `compile::trainjob::pod_count`,
+//! the line at the same length: the pod count below mirrors `compile::trainer::pod_count`,
 //! and an e2e test compares them on every shipped runtime.
 
 use kube::Resource;
@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::api::trainer::{ClusterTrainingRuntime, GROUP, TrainJob, TrainingRuntime};
 use crate::compile::bounds::{MAX_NAME, POD_NAME_SEPARATORS, pod_names_too_long};
-use crate::compile::trainjob::{
+use crate::compile::trainer::{
     ANCESTOR_STEP, DATASET_INITIALIZER, MODEL_INITIALIZER, NODE, TRAINER_STEP,
 };
 
@@ -46,7 +46,7 @@ fn step(r: &str) -> String {
     )
 }
 
-/// CEL for the pods of each Job of the replicated job `r`, as `compile::trainjob::pod_count`
+/// CEL for the pods of each Job of the replicated job `r`, as `compile::trainer::pod_count`
 /// counts them: the trainer's from `numNodes` (the TrainJob's, else the runtime's; with MPI the
 /// runtime's alone), MPI's `node` job's from the TrainJob's `numNodes` (one fewer when the
 /// launcher is a node too), any other's its own parallelism. [`digits`] counts any below one as

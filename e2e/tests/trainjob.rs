@@ -663,7 +663,7 @@ async fn a_trainjob_name_too_long_for_its_pods_fails_at_once_naming_it() {
 #[ignore = "needs the local control plane: e2e/cluster up"]
 async fn an_overlong_trainjob_name_is_refused_at_admission_where_the_compiler_draws_the_line() {
     use trainset::api::trainer::TrainingRuntimeSpec;
-    use trainset::compile::trainjob::{Runtime, RuntimeKind, compile_trainjob};
+    use trainset::compile::trainer::{Runtime, RuntimeKind, compile_trainjob};
 
     let (client, ns) = setup("tj-names").await;
     let mut mpi = runtime("mpi-launcher-node", 0, "Never");

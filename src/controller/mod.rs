@@ -15,7 +15,7 @@ mod fetch;
 
 mod report;
 mod startup;
-mod trainjob;
+mod trainer;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -290,9 +290,9 @@ pub async fn run(
     visit_all(&mut controllers);
     let mut controllers = controllers.all;
     // TrainJobs are served when the Trainer CRDs were installed before trainset started.
-    match trainjob::served(&client).await {
+    match trainer::served(&client).await {
         Ok(true) => controllers.push(
-            trainjob::run(
+            trainer::run(
                 ctx.clone(),
                 watches.jobset_trigger("TrainJob"),
                 ControllerConfig::default().concurrency(settings.max_concurrent_reconciles),

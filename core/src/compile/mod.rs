@@ -14,7 +14,7 @@ mod paddle;
 mod policy;
 mod pytorch;
 mod tensorflow;
-pub mod trainjob;
+pub mod trainer;
 mod xgboost;
 
 use std::collections::BTreeMap;

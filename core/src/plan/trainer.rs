@@ -17,7 +17,7 @@ use crate::plan::{
     name_conflict, refused_by_kubernetes, waiting_for_earlier,
 };
 use crate::status::FAILED;
-use crate::status::trainjob::{self as status, COMPLETE, DEADLINE_EXCEEDED};
+use crate::status::trainer::{self as status, COMPLETE, DEADLINE_EXCEEDED};
 use crate::suspend;
 
 /// Trainer's reason for a `runtimeRef` naming something other than its two runtime kinds.

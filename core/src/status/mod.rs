@@ -5,7 +5,7 @@
 //! status and reason is a no-op; `Running` and `Restarting` exclude each other; `Succeeded` or
 //! `Failed` sets `Running` to False.
 
-pub mod trainjob;
+pub mod trainer;
 
 use std::collections::BTreeMap;
 

@@ -27,7 +27,7 @@ use crate::api::trainer::{
     AnyRuntime, ClusterTrainingRuntime, TrainJob, TrainJobStatus, TrainingRuntime,
 };
 use crate::compile::SshKeyPair;
-use crate::compile::trainjob::{self, Runtime, RuntimeKind, snapshot};
+use crate::compile::trainer::{self, Runtime, RuntimeKind, snapshot};
 use crate::plan::trainer::{
     self as plan, Compiled, Facts, Plan, RUNTIME_NOT_SUPPORTED, Unrunnable,
 };
@@ -86,7 +86,7 @@ impl Runtimes {
 
     /// The `framework` label of a TrainJob's metrics: its runtime's framework.
     fn framework(&self, job: &TrainJob) -> String {
-        let runtime = trainjob::runtime_ref(job)
+        let runtime = trainer::runtime_ref(job)
             .ok()
             .and_then(|(kind, name)| self.get(kind, &job.namespace().unwrap_or_default(), name))
             .and_then(Result::ok);
@@ -120,9 +120,9 @@ fn naming(
             };
             !job.status
                 .as_ref()
-                .is_some_and(crate::status::trainjob::is_finished)
+                .is_some_and(crate::status::trainer::is_finished)
                 && namespace.is_none_or(|ns| job.namespace().as_deref() == Some(ns))
-                && trainjob::runtime_ref(job).is_ok_and(|r| r == (kind, name))
+                && trainer::runtime_ref(job).is_ok_and(|r| r == (kind, name))
         })
         .map(|decoded| ObjectRef::from_obj(decoded.as_ref()))
         .collect()
@@ -371,7 +371,7 @@ async fn compile(
     ctx: &TrainJobContext,
 ) -> Result<Result<Compiled, Unrunnable>, Error> {
     let name = job.name_any();
-    let (kind, runtime_name) = match trainjob::runtime_ref(job) {
+    let (kind, runtime_name) = match trainer::runtime_ref(job) {
         Ok(reference) => reference,
         Err(error) => {
             return Ok(Err(Unrunnable {
@@ -433,12 +433,12 @@ async fn compile(
         name: runtime_name,
         spec: runtime.spec(),
     };
-    let ssh_key = if trainjob::uses_ssh(resolved.spec) {
+    let ssh_key = if trainer::uses_ssh(resolved.spec) {
         new_ssh_key(job, namespace, ctx).await?
     } else {
         None
     };
-    Ok(trainjob::compile_trainjob(job, &resolved, ssh_key.as_ref())
+    Ok(trainer::compile_trainjob(job, &resolved, ssh_key.as_ref())
         .map(|objects| Compiled {
             snapshot: new_snapshot,
             objects,
@@ -452,7 +452,7 @@ async fn new_ssh_key(
     namespace: &str,
     ctx: &TrainJobContext,
 ) -> Result<Option<SshKeyPair>, Error> {
-    let name = trainjob::ssh_auth_name(&job.name_any());
+    let name = trainer::ssh_auth_name(&job.name_any());
     let existing = Api::<Secret>::namespaced(ctx.base.client.clone(), namespace)
         .get_metadata_opt(&name)
         .await
