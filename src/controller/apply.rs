@@ -16,7 +16,8 @@ use super::{Context, Error, FIELD_MANAGER, kube_error, refused_content};
 use crate::api::{CleanPodPolicy, JobStatus};
 use crate::compile::{Compiled, JOB_NAME, OPERATOR_NAME};
 use crate::kinds::Served;
-use crate::plan::{self, Holder, Plan, SuspendWrite};
+use crate::plan::v1::{self as plan, Plan};
+use crate::plan::{Holder, SuspendWrite, holder, resource_exists};
 
 /// How applying a plan ended.
 pub enum Applied {
@@ -206,10 +207,10 @@ fn claim(wanted: &ObjectMeta, existing: &ObjectMeta, described: String) -> Optio
         .iter()
         .flatten()
         .find(|o| o.controller == Some(true))?;
-    match plan::holder(existing, &owner.kind, &owner.name, Some(&owner.uid)) {
+    match holder(existing, &owner.kind, &owner.name, Some(&owner.uid)) {
         Holder::This => None,
         Holder::Earlier => Some(Applied::Earlier(described)),
-        Holder::Foreign(holder) => Some(Applied::Foreign(plan::resource_exists(
+        Holder::Foreign(holder) => Some(Applied::Foreign(resource_exists(
             &described,
             &holder,
             &owner.kind,
@@ -262,7 +263,7 @@ async fn service_taken(
             let (kind, job) = job.map_or(("job", name.as_str()), |o| {
                 (o.kind.as_str(), o.name.as_str())
             });
-            Some(Applied::Foreign(plan::resource_exists(
+            Some(Applied::Foreign(resource_exists(
                 &described, &holder, kind, job,
             )))
         }

@@ -15,7 +15,8 @@ use super::{Context, Error, kube_error};
 use crate::admission;
 use crate::compile::{Options, SshKeyPair};
 use crate::kinds::Served;
-use crate::plan::{self, Facts};
+use crate::plan::v1::{self as plan, Facts};
+use crate::plan::{deleting, jobset_finished};
 
 /// What the caches and, where needed, the apiserver say about `job`.
 pub struct Fetched {
@@ -71,7 +72,7 @@ pub async fn fetch<K: Served>(
             .map(|write| write.at.elapsed()),
         creation_failure: None,
     };
-    if !plan::managed_here(job) || plan::ended(job) || plan::deleting(job) {
+    if !plan::managed_here(job) || plan::ended(job) || deleting(job) {
         return Ok(fetched);
     }
     let cached = ctx
@@ -90,7 +91,7 @@ pub async fn fetch<K: Served>(
         // The final counts are written once and never again: once the JobSet has ended they come
         // from the apiserver, since the Job cache may lag the JobSet cache (a watch re-listing
         // after an apiserver restart, say).
-        fetched.jobs = if plan::jobset_finished(jobset) {
+        fetched.jobs = if jobset_finished(jobset) {
             let selector = format!("{}={name}", jobset_label::JOBSET_NAME);
             Api::<Job>::namespaced(ctx.client.clone(), namespace)
                 .list(&ListParams::default().labels(&selector))

@@ -34,7 +34,7 @@ use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Client, Resource, ResourceExt};
 
 use crate::kinds::{Served, Visitor, visit_all};
-use crate::plan;
+use crate::plan::v1 as plan;
 use crate::telemetry::{KindLabels, Metrics, Readiness};
 use apply::Applied;
 use decode::{Decoded, Undecodable};

@@ -1,0 +1,424 @@
+//! The plan of a v1 training job (TFJob, PyTorchJob, XGBoostJob, PaddleJob, JAXJob, MPIJob):
+//! its JobSet and status from the job, its JobSet and Jobs, and the time.
+
+use std::time::Duration;
+
+use jobset_types::JobSet;
+use jobset_types::keys::kueue;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::{Resource, ResourceExt};
+
+use super::{
+    EARLIER_WAIT, Happened, Holder, INVALID_SPEC, NAME_CONFLICT, RESOURCE_EXISTS, SuspendWrite,
+    deleting, holder, jobset_finished, name_conflict, refused_by_kubernetes, waiting_for_earlier,
+};
+use crate::api::{CleanPodPolicy, JobStatus};
+use crate::compile::Compiled;
+use crate::decode::Undecodable;
+use crate::kinds::Served;
+use crate::status::{self, Observed, Subject};
+use crate::suspend::{self, Control};
+
+/// What the plan needs besides the job and the caches; `fetch` reads only these.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// The compiled objects: to create the JobSet, or to resume it with the job's templates.
+    pub compiled: bool,
+    /// Whether a Kueue Workload belongs to the job itself (who controls `spec.suspend`).
+    pub workload: bool,
+}
+
+/// What the controller knows when it plans.
+pub struct Facts<'a, K> {
+    pub job: &'a K,
+    /// The JobSet named after the job, if it exists.
+    pub jobset: Option<&'a JobSet>,
+    /// The Jobs of that JobSet.
+    pub jobs: &'a [Job],
+    /// The job compiled (when [`Needs::compiled`]), or why its spec is invalid.
+    pub compiled: Option<Result<Compiled, String>>,
+    /// A Kueue Workload belongs to the job (when [`Needs::workload`]).
+    pub own_workload: bool,
+    pub now: Time,
+    /// How long ago this process last wrote the job's status, if it did.
+    pub since_status_write: Option<Duration>,
+    /// What Kubernetes said it cannot create for the JobSet (a Job, a pod), if anything.
+    pub creation_failure: Option<String>,
+}
+
+/// A change of replica counts alone is written at most this often; a change of condition, state
+/// or restarts at once. A job's pods start and end one by one, and each would be a write: a job
+/// that runs for less than this is written once per state it passes through.
+pub const COUNTS_INTERVAL: Duration = Duration::from_secs(30);
+
+/// What to write, in order: objects, JobSet suspension, status, JobSet deletion, pods, the job.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// Objects to create: the auxiliary ones once, then the JobSet (server-side apply).
+    pub create: Option<Compiled>,
+    pub suspend: Option<SuspendWrite>,
+    /// The new status, when it differs from the stored one in more than timestamps.
+    pub status: Option<JobStatus>,
+    /// Delete the JobSet (foreground): the job ended before its JobSet did.
+    pub delete_jobset: bool,
+    /// After the end: which pods `cleanPodPolicy` removes.
+    pub clean_pods: Option<CleanPodPolicy>,
+    /// `ttlSecondsAfterFinished` ran out: delete the job.
+    pub delete_job: bool,
+    pub happened: Vec<Happened>,
+    /// When to reconcile again without a change (a deadline, a TTL); `None` waits for one.
+    pub requeue: Option<Duration>,
+}
+
+/// Why no plan can be made until the job changes.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PlanError {
+    #[error("compiling the job to resume its JobSet: {0}")]
+    Resume(String),
+}
+
+/// Whether trainset runs the job: `runPolicy.managedBy` unset or trainset's own value (the kind's
+/// first allowed one); another value hands it off (MultiKueue).
+pub fn managed_here<K: Served>(job: &K) -> bool {
+    match job.run_policy().and_then(|p| p.managed_by.as_deref()) {
+        None => true,
+        Some(manager) => K::MANAGED_BY_VALUES.first() == Some(&manager),
+    }
+}
+
+/// Whether trainset ever made the job's JobSet (its status says `Created`): one missing now was
+/// lost, and its absence from the cache is confirmed before it is made again.
+pub fn had_jobset<K: Served>(job: &K) -> bool {
+    job.job_status()
+        .is_some_and(|s| has_condition(s, status::CREATED))
+}
+
+pub fn ended<K: Served>(job: &K) -> bool {
+    job.job_status().is_some_and(status::is_terminal)
+}
+
+/// What [`plan`] will need for this job and JobSet.
+pub fn needs<K: Served>(job: &K, jobset: Option<&JobSet>) -> Needs {
+    if !managed_here(job) || ended(job) || deleting(job) {
+        return Needs::default();
+    }
+    let Some(jobset) = jobset else {
+        return Needs {
+            compiled: true,
+            workload: false,
+        };
+    };
+    let wanted = wants_suspended(job);
+    if wanted == jobset.spec.suspend.unwrap_or(false) {
+        return Needs::default();
+    }
+    Needs {
+        compiled: !wanted,
+        workload: queued(jobset),
+    }
+}
+
+fn wants_suspended<K: Served>(job: &K) -> bool {
+    job.run_policy().and_then(|p| p.suspend).unwrap_or(false)
+}
+
+fn queued(jobset: &JobSet) -> bool {
+    jobset.labels().contains_key(kueue::QUEUE_NAME)
+}
+
+fn subject<'a, K: Served>(name: &'a str, kind: &'a str, present: &'a [&'a str]) -> Subject<'a> {
+    Subject {
+        kind,
+        name,
+        operator_name: K::OPERATOR_NAME,
+        replica_types: present,
+        selector: K::REPLICA_SELECTOR,
+        detailed_failure: K::DETAILED_FAILURE_REASON,
+    }
+}
+
+/// The plan for one reconcile.
+pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
+    let job = facts.job;
+    let mut plan = Plan::default();
+    if !managed_here(job) || deleting(job) {
+        return Ok(plan);
+    }
+    let previous = job.job_status();
+    if let Some(done) = previous.filter(|s| status::is_terminal(s)) {
+        after_end(job, done, &facts.now, &mut plan);
+        return Ok(plan);
+    }
+    if let Some(live) = facts.jobset {
+        let (kind, name) = (K::kind(&()), job.name_any());
+        match holder(live.meta(), &kind, &name, job.uid().as_deref()) {
+            Holder::This => {}
+            Holder::Earlier => {
+                return Ok(wait_for_earlier(job, &format!("JobSet {name}")));
+            }
+            Holder::Foreign(holder) => {
+                let message = name_conflict(&kind, &name, &holder);
+                return Ok(refuse(job, NAME_CONFLICT, message, &facts.now));
+            }
+        }
+        if let Some(refusal) = refused_by_kubernetes(live, facts.creation_failure.as_deref()) {
+            let mut plan = invalid(job, &refusal, &facts.now);
+            plan.delete_jobset = true;
+            return Ok(plan);
+        }
+    }
+    let created = match (facts.jobset, facts.compiled) {
+        (Some(live), compiled) => {
+            plan.suspend = suspend_write(job, live, compiled, facts.own_workload)?;
+            None
+        }
+        (None, Some(Ok(compiled))) => Some(compiled),
+        (None, Some(Err(reason))) => return Ok(invalid(job, &reason, &facts.now)),
+        // `fetch` compiles whenever the JobSet is missing; without it there is nothing to do.
+        (None, None) => return Ok(plan),
+    };
+    let Some(jobset) = facts.jobset.or(created.as_ref().map(|c| &c.jobset)) else {
+        return Ok(plan);
+    };
+
+    let name = job.name_any();
+    let kind = K::kind(&());
+    let present = present_types(job);
+    let subject = subject::<K>(&name, &kind, &present);
+    let observed = Observed {
+        jobset: Some(jobset),
+        jobs: facts.jobs,
+    };
+    let mut next = status::derive(&subject, previous, &observed, &facts.now);
+    let deadline_seconds = job.run_policy().and_then(|p| p.active_deadline_seconds);
+    let suspended = jobset.spec.suspend == Some(true);
+    let deadline = status::deadline_left(deadline_seconds, &next, suspended, &facts.now);
+    if deadline.is_some_and(|left| left.is_zero()) {
+        let seconds = deadline_seconds.unwrap_or_default();
+        let message =
+            format!("{kind} {name} was active longer than its activeDeadlineSeconds ({seconds}s).");
+        let cause = subject.failure("DeadlineExceeded");
+        next = status::fail(&subject, Some(&next), cause, &message, &facts.now);
+    }
+    let jobset_finished = jobset_finished(jobset);
+
+    if created.is_some() {
+        plan.happened.push(if had_jobset(job) {
+            Happened::Recreated
+        } else {
+            Happened::Created
+        });
+    }
+    plan.create = created;
+    let empty = JobStatus::default();
+    transitions(previous.unwrap_or(&empty), &next, &mut plan.happened);
+    if status::is_terminal(&next) {
+        // The terminal state is recorded first; only then may the pods go.
+        plan.delete_jobset = !jobset_finished;
+        after_end(job, &next, &facts.now, &mut plan);
+    } else {
+        plan.requeue = deadline.map(|left| left + Duration::from_secs(1));
+    }
+    let previous = previous.unwrap_or(&empty);
+    if status::changed(previous, &next) {
+        let wait = facts
+            .since_status_write
+            .filter(|_| status::only_counts_changed(previous, &next))
+            .and_then(|since| COUNTS_INTERVAL.checked_sub(since))
+            .filter(|wait| !wait.is_zero());
+        match wait {
+            Some(wait) => plan.requeue = Some(plan.requeue.map_or(wait, |r| r.min(wait))),
+            None => plan.status = Some(next),
+        }
+    }
+    Ok(plan)
+}
+
+/// The job's replica types in canonical order.
+fn present_types<K: Served>(job: &K) -> Vec<&'static str> {
+    K::REPLICA_TYPES
+        .iter()
+        .copied()
+        .filter(|t| job.replica_specs().get(t).is_some())
+        .collect()
+}
+
+/// The job fails as `InvalidSpec` with `reason`, and waits for a change.
+pub fn invalid<K: Served>(job: &K, reason: &str, now: &Time) -> Plan {
+    let message = format!(
+        "{} {} has an invalid spec: {reason}",
+        K::kind(&()),
+        job.name_any()
+    );
+    refuse(job, INVALID_SPEC, message, now)
+}
+
+/// The status of a job whose JobSet could not be created for `error`, which retrying may heal:
+/// `Created` False with the error, when that is news; `None` once it has had a JobSet.
+pub fn creation_retrying<K: Served>(job: &K, error: &str, now: &Time) -> Option<JobStatus> {
+    if !managed_here(job) || ended(job) || deleting(job) || had_jobset(job) {
+        return None;
+    }
+    let (kind, name) = (K::kind(&()), job.name_any());
+    let previous = job.job_status();
+    let next = status::creation_retrying(&subject::<K>(&name, &kind, &[]), previous, error, now);
+    let empty = JobStatus::default();
+    status::changed(previous.unwrap_or(&empty), &next).then_some(next)
+}
+
+/// The job fails as `ResourceExists`: an object of a name it needs is another's (`message`).
+pub fn resource_taken<K: Served>(job: &K, message: String, now: &Time) -> Plan {
+    refuse(job, RESOURCE_EXISTS, message, now)
+}
+
+/// The job writes nothing and looks again soon: an earlier job's `object` is on its way out.
+pub fn wait_for_earlier<K: Served>(job: &K, object: &str) -> Plan {
+    Plan {
+        happened: vec![Happened::Waiting {
+            message: waiting_for_earlier(object, &K::kind(&()), &job.name_any()),
+        }],
+        requeue: Some(EARLIER_WAIT),
+        ..Plan::default()
+    }
+}
+
+/// The job fails with `<Kind><reason>` for something trainset decided, and waits for a change.
+fn refuse<K: Served>(job: &K, reason: &str, message: String, now: &Time) -> Plan {
+    refuse_over::<K>(&job.name_any(), job.job_status(), reason, message, now)
+}
+
+/// A job the types cannot read fails `InvalidSpec` naming the field, over the status it has.
+pub fn unreadable<K: Served>(name: &str, unreadable: &Undecodable, now: &Time) -> Plan {
+    let previous: Option<JobStatus> = unreadable
+        .status
+        .clone()
+        .and_then(|status| serde_json::from_value(status).ok());
+    if previous.as_ref().is_some_and(status::is_terminal) {
+        return Plan::default();
+    }
+    let message = format!(
+        "{} {name} cannot be read: {}",
+        K::kind(&()),
+        unreadable.error
+    );
+    refuse_over::<K>(name, previous.as_ref(), INVALID_SPEC, message, now)
+}
+
+fn refuse_over<K: Served>(
+    name: &str,
+    previous: Option<&JobStatus>,
+    reason: &str,
+    message: String,
+    now: &Time,
+) -> Plan {
+    let kind = K::kind(&());
+    let subject = subject::<K>(name, &kind, &[]);
+    let next = status::fail(&subject, previous, reason, &message, now);
+    let empty = JobStatus::default();
+    Plan {
+        status: status::changed(previous.unwrap_or(&empty), &next).then_some(next),
+        happened: vec![Happened::Refused {
+            reason: reason.to_owned(),
+            message,
+        }],
+        ..Plan::default()
+    }
+}
+
+/// The JobSet's `spec.suspend` follows the job's where trainset controls it (see [`suspend`]).
+fn suspend_write<K: Served>(
+    job: &K,
+    live: &JobSet,
+    compiled: Option<Result<Compiled, String>>,
+    own_workload: bool,
+) -> Result<Option<SuspendWrite>, PlanError> {
+    let wanted = wants_suspended(job);
+    let current = live.spec.suspend.unwrap_or(false);
+    let queued = queued(live);
+    let control = Control::of(queued, queued && own_workload);
+    Ok(match suspend::change(wanted, current, control) {
+        None => None,
+        Some(true) => Some(SuspendWrite::Suspend),
+        Some(false) => match compiled {
+            Some(Ok(compiled)) => Some(SuspendWrite::Resume(suspend::resume_patch(
+                live,
+                &compiled.jobset,
+            ))),
+            Some(Err(reason)) => return Err(PlanError::Resume(reason)),
+            None => return Err(PlanError::Resume("the job was not compiled".to_owned())),
+        },
+    })
+}
+
+fn has_condition(status: &JobStatus, type_: &str) -> bool {
+    status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == type_ && c.status == "True")
+}
+
+/// What changed between two statuses that users are told about.
+fn transitions(previous: &JobStatus, next: &JobStatus, happened: &mut Vec<Happened>) {
+    let became = |type_: &str| {
+        (!has_condition(previous, type_) && has_condition(next, type_))
+            .then(|| next.conditions.iter().find(|c| c.type_ == type_))
+            .flatten()
+    };
+    let told = |c: &crate::api::JobCondition, default: &str| {
+        (
+            c.reason.clone().unwrap_or_else(|| default.to_owned()),
+            c.message.clone().unwrap_or_default(),
+        )
+    };
+    if let Some(c) = became(status::SUCCEEDED) {
+        let (reason, message) = told(c, "Succeeded");
+        happened.push(Happened::Succeeded { reason, message });
+    }
+    if let Some(c) = became(status::FAILED) {
+        let (reason, message) = told(c, "Failed");
+        happened.push(Happened::Failed { reason, message });
+    }
+    let restarts = next.restarts.unwrap_or(0);
+    if restarts > previous.restarts.unwrap_or(0) {
+        happened.push(Happened::Restarted { count: restarts });
+    }
+}
+
+/// After the terminal state: `cleanPodPolicy` (default `None`), then `ttlSecondsAfterFinished`.
+fn after_end<K: Served>(job: &K, done: &JobStatus, now: &Time, plan: &mut Plan) {
+    let policy = job.run_policy();
+    plan.clean_pods = policy
+        .and_then(|p| p.clean_pod_policy)
+        .filter(|clean| *clean != CleanPodPolicy::None);
+    let ttl = policy.and_then(|p| p.ttl_seconds_after_finished);
+    let finished = done.completion_time.as_ref();
+    if let (Some(ttl), Some(finished)) = (ttl, finished) {
+        let elapsed = now.0.duration_since(finished.0).as_secs();
+        let left = i64::from(ttl).saturating_sub(elapsed);
+        if left > 0 {
+            plan.requeue = Some(Duration::from_secs(left.unsigned_abs() + 1));
+        } else {
+            plan.delete_job = true;
+            plan.happened.push(Happened::DeletedAfterTtl);
+        }
+    }
+}
+
+/// Whether `cleanPodPolicy` removes `pod`: `All` every pod, `Running` those still pending or
+/// running; a pod already being deleted is left alone.
+pub fn cleans(policy: CleanPodPolicy, pod: &Pod) -> bool {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return false;
+    }
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    match policy {
+        CleanPodPolicy::None => false,
+        CleanPodPolicy::All => true,
+        CleanPodPolicy::Running => matches!(phase, Some("Running" | "Pending")),
+    }
+}
+
+#[cfg(test)]
+mod tests;
