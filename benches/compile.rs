@@ -5,7 +5,8 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 use trainset::api::{PyTorchJob, TFJob};
-use trainset::compile::{Compile, Options};
+use trainset::compile::Options;
+use trainset::compile::v1::Compile;
 
 fn container(name: &str) -> Value {
     json!({"name": name, "image": "registry.example/train:1.0", "command": ["python", "train.py"],

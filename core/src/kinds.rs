@@ -12,7 +12,8 @@ use serde::de::DeserializeOwned;
 use crate::api::{JAXJob, MPIJob, PaddleJob, PyTorchJob, TFJob, TrainingJob, XGBoostJob};
 use serde_json::Value;
 
-use crate::compile::{Compile, CompileError, Compiled, Options, parse};
+use crate::compile::v1::Compile;
+use crate::compile::{CompileError, Compiled, Options, parse};
 
 /// A training kind trainset serves: its API, its compiler and what the controller needs of it.
 pub trait Served:

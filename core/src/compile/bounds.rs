@@ -5,7 +5,8 @@
 
 use serde::Serialize;
 
-use super::{CompileError, Compiled, Group};
+use super::v1::Group;
+use super::{CompileError, Compiled};
 use crate::api::TrainingJob;
 use crate::api::limits::{MAX_REPLICAS, MAX_TOTAL_REPLICAS};
 

@@ -27,7 +27,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
 use super::meta::{MANAGED_BY, Owner, TRAINSET};
-use super::mpi::{SshKeyPair, ssh_auth_secret};
+use super::ssh::{SshKeyPair, ssh_auth_secret};
 use super::{CompileError, Compiled};
 use crate::api::trainer::{
     GROUP, InitializerSource, MLPolicy, TrainJob, Trainer, TrainingRuntimeSpec,

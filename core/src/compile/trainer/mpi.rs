@@ -17,7 +17,7 @@ use crate::api::trainer::MPIMLPolicySource;
 use crate::compile::CompileError;
 use crate::compile::env;
 use crate::compile::meta::{MANAGED_BY, Owner, TRAINSET};
-use crate::compile::mpi::{HOSTFILE, SSH_ARGS, SSH_PRIVATE_KEY, SSH_PUBLIC_KEY};
+use crate::compile::ssh::{HOSTFILE, SSH_ARGS, SSH_PRIVATE_KEY, SSH_PUBLIC_KEY};
 
 /// The replicated job that runs `mpirun`.
 pub const LAUNCHER: &str = "launcher";

@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::PyTorchJob;
-use crate::compile::{Compile, Options};
+use crate::compile::Options;
+use crate::compile::v1::Compile;
 
 const START: i64 = 1_800_000_000;
 

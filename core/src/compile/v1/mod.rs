@@ -1,0 +1,599 @@
+//! The v1 family's compiler. The shared driver here lays out replicated jobs, labels, restart
+//! policies and the JobSet's success and failure policies; each framework file adds only what is
+//! its own (env, success rule, layout, extra objects) through [`Framework`].
+
+mod jax;
+mod mpi;
+mod paddle;
+mod policy;
+mod pytorch;
+mod tensorflow;
+mod xgboost;
+
+use std::collections::BTreeMap;
+
+use jobset_types::{
+    DependsOn, FailurePolicy, FailurePolicyAction, FailurePolicyRule, JobSet, JobSetSpec, Network,
+    Operator, ReplicatedJob, RestartStrategy, StartupPolicy, StartupPolicyOrder, SuccessPolicy,
+    keys,
+};
+use k8s_openapi::api::batch::v1::{JobSpec, JobTemplateSpec, SuccessPolicy as JobSuccessPolicy};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Container, ContainerPort, EnvVar, PodSpec, PodTemplateSpec, Secret,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::{Resource, ResourceExt};
+
+use super::meta::{
+    JOB_NAME, JOB_ROLE, MANAGED_BY, MASTER_REPLICA_INDEX, OPERATOR_NAME, Owner,
+    REPLICA_INDEX_OFFSET, REPLICA_TYPE, TRAINSET,
+};
+use super::{CompileError, Compiled, Options, bounds, env};
+use crate::api::{ReplicaSpec, RestartPolicy, TrainingJob};
+
+/// Whole-gang restarts the default JobSet failure policy allows before the job fails.
+pub const DEFAULT_MAX_RESTARTS: i32 = 3;
+
+/// How the pods of one replica type are spread over Jobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// One Indexed Job of N pods; pod `i` is `<name>-<type>-0-<i>`.
+    Indexed,
+    /// N single-pod Jobs; pod `i` is `<name>-<type>-<i>-0` and its rank is the JobSet's global job
+    /// index (used where v1's rank is an offset plus the index, which env cannot add).
+    RankOffset,
+}
+
+/// One replica type as it is compiled: one replicated job.
+#[derive(Clone, Debug)]
+pub struct Group<'a> {
+    /// Canonical replica type, e.g. `Worker`.
+    pub replica_type: &'static str,
+    /// Replicated job name: the lower-case replica type.
+    pub name: String,
+    pub spec: &'a ReplicaSpec,
+    pub replicas: i32,
+    pub layout: Layout,
+    pub restart_policy: RestartPolicy,
+    /// The framework port of this type: its default container's named port, else the default.
+    pub port: Option<i32>,
+}
+
+impl Group<'_> {
+    /// Hostname of pod `index` of this type (without the subdomain); `index` may be a number or
+    /// a `$(VAR)` reference.
+    pub fn host(&self, job: &str, index: impl std::fmt::Display) -> String {
+        match self.layout {
+            Layout::Indexed => format!("{job}-{}-0-{index}", self.name),
+            Layout::RankOffset => format!("{job}-{}-{index}-0", self.name),
+        }
+    }
+
+    /// Downward-API path of the pod's index within its replica type.
+    pub fn index_path(&self) -> &'static str {
+        match self.layout {
+            Layout::Indexed => env::COMPLETION_INDEX_PATH,
+            Layout::RankOffset => env::JOB_INDEX_PATH,
+        }
+    }
+
+    /// `TRAINSET_REPLICA_INDEX`, the pod's index within its type, from the downward API; define
+    /// it before any value that embeds `$(TRAINSET_REPLICA_INDEX)`.
+    pub fn index_env(&self) -> EnvVar {
+        env::field(env::REPLICA_INDEX, self.index_path())
+    }
+}
+
+/// Everything a framework reads while compiling one job.
+pub struct Context<'a, J> {
+    pub job: &'a J,
+    pub owner: Owner,
+    pub groups: Vec<Group<'a>>,
+    pub cluster_domain: Option<String>,
+}
+
+impl<J> Context<'_, J> {
+    pub fn name(&self) -> &str {
+        &self.owner.name
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.owner.namespace
+    }
+
+    pub fn group(&self, replica_type: &str) -> Option<&Group<'_>> {
+        self.groups.iter().find(|g| g.replica_type == replica_type)
+    }
+
+    /// Sum of replicas over every replica type.
+    pub fn total_replicas(&self) -> i64 {
+        self.groups.iter().map(|g| i64::from(g.replicas)).sum()
+    }
+
+    /// `<host>.<subdomain>` of pod `index` of `group`: resolvable in the job's namespace.
+    pub fn address(&self, group: &Group<'_>, index: impl std::fmt::Display) -> String {
+        format!("{}.{}", group.host(self.name(), index), self.name())
+    }
+
+    /// Like [`Context::address`], plus `.<namespace>.svc`, as v1 wrote TF_CONFIG and hostfiles.
+    pub fn service_address(&self, group: &Group<'_>, index: impl std::fmt::Display) -> String {
+        format!("{}.{}.svc", self.address(group, index), self.namespace())
+    }
+}
+
+/// Which pods of a replica type v1 labelled `training.kubeflow.org/job-role: master`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MasterRole {
+    NoPod,
+    /// Every pod: the label goes on the pod template.
+    EveryPod,
+    /// Only pod 0 (v1's worker 0 of a job without a chief or master). One template serves every
+    /// index, so the template names the index in an annotation and the pod-labels admission
+    /// policy labels that pod when it is created.
+    FirstPod,
+}
+
+impl MasterRole {
+    /// v1's rule where one replica type is the master (XGBoostJob, PaddleJob).
+    fn type_is(group: &Group<'_>, master: &str) -> Self {
+        if group.replica_type == master {
+            Self::EveryPod
+        } else {
+            Self::NoPod
+        }
+    }
+
+    /// v1's rule for TFJob and PyTorchJob: the `coordinators` types when the job has one, else
+    /// worker 0.
+    fn coordinator_or_first_worker<J>(
+        ctx: &Context<'_, J>,
+        group: &Group<'_>,
+        coordinators: &[&str],
+    ) -> Self {
+        if coordinators.contains(&group.replica_type) {
+            Self::EveryPod
+        } else if group.replica_type == "Worker"
+            && !coordinators.iter().any(|c| ctx.group(c).is_some())
+        {
+            Self::FirstPod
+        } else {
+            Self::NoPod
+        }
+    }
+}
+
+/// Which replicated jobs must succeed for the JobSet to succeed.
+pub struct Success {
+    /// Replicated jobs the JobSet's `successPolicy` (operator All) targets.
+    pub targets: Vec<String>,
+    /// A Job `successPolicy` for a replicated job, e.g. "index 0 succeeded".
+    pub job_policies: BTreeMap<String, JobSuccessPolicy>,
+}
+
+impl Success {
+    pub fn all_of(targets: &[&str]) -> Self {
+        Self {
+            targets: targets.iter().map(|t| (*t).to_owned()).collect(),
+            job_policies: BTreeMap::new(),
+        }
+    }
+}
+
+/// One framework: what a kind adds on top of the shared compilation.
+pub trait Framework {
+    type Job: TrainingJob;
+    /// Value of `training.kubeflow.org/operator-name`, as v1 set it.
+    const OPERATOR_NAME: &'static str;
+    /// The `framework` label of v1's metrics.
+    const FRAMEWORK: &'static str;
+    /// The framework's named port on the default container, with its default number.
+    const PORT: Option<(&'static str, i32)>;
+    /// Whether compiling needs an SSH key pair for an auxiliary Secret.
+    const NEEDS_SSH_KEY: bool = false;
+    /// Whether env goes into every container (true) or only the default container (TFJob).
+    const ENV_IN_EVERY_CONTAINER: bool = true;
+    /// Whether v1 published `replicaStatuses[].selector` for the kind (PyTorch, Paddle, JAX).
+    const REPLICA_SELECTOR: bool = false;
+    /// Whether a failure's reason names its cause (mpi-operator) rather than being
+    /// `<Kind>Failed` whatever the cause (training-operator).
+    const DETAILED_FAILURE_REASON: bool = false;
+
+    fn default_restart_policy(replica_type: &str) -> RestartPolicy;
+
+    fn default_replicas(_replica_type: &str) -> i32 {
+        1
+    }
+
+    /// Replica types in replicated-job order: the coordinating type first.
+    fn order(_job: &Self::Job) -> &'static [&'static str] {
+        Self::Job::REPLICA_TYPES
+    }
+
+    fn layout(_job: &Self::Job, _replica_type: &str) -> Layout {
+        Layout::Indexed
+    }
+
+    /// Which pods of `group` v1 labelled `training.kubeflow.org/job-role: master`.
+    fn master_role(_ctx: &Context<'_, Self::Job>, _group: &Group<'_>) -> MasterRole {
+        MasterRole::NoPod
+    }
+
+    /// Labels every pod of one replica type carries besides the shared ones (v1's job-role); the
+    /// per-pod ones come from the pod-labels admission policy (see [`MasterRole::FirstPod`]).
+    fn role_labels(
+        ctx: &Context<'_, Self::Job>,
+        group: &Group<'_>,
+    ) -> Vec<(&'static str, &'static str)> {
+        match Self::master_role(ctx, group) {
+            MasterRole::EveryPod => vec![(JOB_ROLE, "master")],
+            MasterRole::NoPod | MasterRole::FirstPod => Vec::new(),
+        }
+    }
+
+    /// What v1's `training.kubeflow.org/replica-index` of pod `i` of `group` is: `i` plus this
+    /// offset, or no label at all (`None`).
+    fn replica_index_offset(_ctx: &Context<'_, Self::Job>, _group: &Group<'_>) -> Option<i32> {
+        Some(0)
+    }
+
+    /// Variables for the containers of `group`, in order; they follow the user's own and win over
+    /// a user's variable of the same name (see [`env::inject`]).
+    fn env(ctx: &Context<'_, Self::Job>, group: &Group<'_>) -> Vec<EnvVar>;
+
+    fn success(ctx: &Context<'_, Self::Job>) -> Success;
+
+    fn depends_on(_ctx: &Context<'_, Self::Job>, _group: &Group<'_>) -> Vec<DependsOn> {
+        Vec::new()
+    }
+
+    /// Last changes to one replica type's pod (MPIJob: mounts and the default command).
+    fn finish_pod(_ctx: &Context<'_, Self::Job>, _group: &Group<'_>, _pod: &mut PodSpec) {}
+
+    /// Objects besides the JobSet.
+    fn extra_objects(
+        _ctx: &Context<'_, Self::Job>,
+        _options: &Options<'_>,
+    ) -> Result<(Option<ConfigMap>, Option<Secret>), CompileError> {
+        Ok((None, None))
+    }
+}
+
+/// A training job that compiles into a JobSet.
+pub trait Compile {
+    /// The framework label of v1's metrics: `tensorflow`, `pytorch`, ...
+    const FRAMEWORK: &'static str;
+    /// The value of `training.kubeflow.org/operator-name` on the pods.
+    const OPERATOR_NAME: &'static str;
+    /// Whether [`Options::ssh_key`] must be given (MPIJob).
+    const NEEDS_SSH_KEY: bool;
+    /// Whether the status publishes each replica type's label selector.
+    const REPLICA_SELECTOR: bool;
+    /// Whether a failure's reason names its cause.
+    const DETAILED_FAILURE_REASON: bool;
+
+    fn compile(&self, options: &Options<'_>) -> Result<Compiled, CompileError>;
+}
+
+/// Names a job type's framework; each framework file implements it for its kind, and
+/// [`Compile`] follows.
+pub trait HasFramework: TrainingJob {
+    type Framework: Framework<Job = Self>;
+}
+
+impl<J: HasFramework> Compile for J {
+    const FRAMEWORK: &'static str = <J::Framework as Framework>::FRAMEWORK;
+    const OPERATOR_NAME: &'static str = <J::Framework as Framework>::OPERATOR_NAME;
+    const NEEDS_SSH_KEY: bool = <J::Framework as Framework>::NEEDS_SSH_KEY;
+    const REPLICA_SELECTOR: bool = <J::Framework as Framework>::REPLICA_SELECTOR;
+    const DETAILED_FAILURE_REASON: bool = <J::Framework as Framework>::DETAILED_FAILURE_REASON;
+
+    fn compile(&self, options: &Options<'_>) -> Result<Compiled, CompileError> {
+        compile::<J::Framework>(self, options)
+    }
+}
+
+/// Kueue names a LocalQueue by the queue-name label and refuses, on the JobSet, one that is not
+/// a DNS subdomain (`team_a` is a valid label value but no queue name): refused here instead,
+/// naming the label, so the job fails at once rather than never getting its JobSet.
+fn queue_name(labels: &BTreeMap<String, String>) -> Result<(), CompileError> {
+    let Some(queue) = labels.get(keys::kueue::QUEUE_NAME) else {
+        return Ok(());
+    };
+    let label = |part: &str| {
+        let edge =
+            |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+        edge(part.chars().next())
+            && edge(part.chars().last())
+            && part
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
+    if queue.len() <= 253 && queue.split('.').all(label) {
+        return Ok(());
+    }
+    Err(CompileError::invalid(
+        format!("metadata.labels[{}]", keys::kueue::QUEUE_NAME),
+        format!(
+            "Invalid value: {queue:?}: a LocalQueue name must be a lowercase RFC 1123 subdomain \
+             (lower case letters, digits, '-' and '.', starting and ending with a letter or digit)"
+        ),
+    ))
+}
+
+fn compile<F: Framework>(job: &F::Job, options: &Options<'_>) -> Result<Compiled, CompileError> {
+    let ctx = context::<F>(job, options);
+    bounds::names(ctx.name(), ctx.namespace())?;
+    bounds::replicas::<F::Job>(&ctx.groups)?;
+    let success = F::success(&ctx);
+    let replicated_jobs = ctx
+        .groups
+        .iter()
+        .map(|group| replicated_job::<F>(&ctx, group, &success))
+        .collect();
+    let (config_map, secret) = F::extra_objects(&ctx, options)?;
+
+    let labels = job.labels();
+    queue_name(labels)?;
+    let mut jobset_labels = BTreeMap::from([(MANAGED_BY.to_owned(), TRAINSET.to_owned())]);
+    for key in [keys::kueue::QUEUE_NAME, keys::kueue::PRIORITY_CLASS] {
+        if let Some(value) = labels.get(key) {
+            jobset_labels.insert(key.to_owned(), value.clone());
+        }
+    }
+    // Kueue admits a queued JobSet by unsuspending it, so it is created suspended.
+    let queued = labels.contains_key(keys::kueue::QUEUE_NAME);
+    let suspended = job.run_policy().and_then(|p| p.suspend).unwrap_or(false);
+
+    let jobset = JobSet {
+        metadata: ctx.owner.object_meta(ctx.name().to_owned(), jobset_labels),
+        spec: JobSetSpec {
+            replicated_jobs,
+            network: Some(Network {
+                enable_dns_hostnames: Some(true),
+                subdomain: Some(ctx.name().to_owned()),
+                publish_not_ready_addresses: Some(true),
+            }),
+            success_policy: Some(SuccessPolicy {
+                operator: Operator::All,
+                target_replicated_jobs: success.targets,
+            }),
+            failure_policy: Some(failure_policy(&ctx.groups)),
+            startup_policy: Some(StartupPolicy {
+                startup_policy_order: StartupPolicyOrder::AnyOrder,
+            }),
+            suspend: Some(suspended || queued),
+            ..Default::default()
+        },
+        status: None,
+    };
+    let compiled = Compiled {
+        jobset,
+        config_map,
+        secret,
+    };
+    bounds::object_sizes(&compiled)?;
+    Ok(compiled)
+}
+
+fn context<'a, F: Framework>(job: &'a F::Job, options: &Options<'_>) -> Context<'a, F::Job> {
+    let meta = job.meta();
+    let owner = Owner {
+        api_version: F::Job::api_version(&()).into_owned(),
+        kind: F::Job::kind(&()).into_owned(),
+        name: meta.name.clone().unwrap_or_default(),
+        namespace: meta
+            .namespace
+            .clone()
+            .or_else(|| options.default_namespace.map(str::to_owned))
+            .unwrap_or_else(|| "default".to_owned()),
+        uid: meta.uid.clone(),
+    };
+    let groups = F::order(job)
+        .iter()
+        .filter_map(|replica_type| {
+            let (_, spec) = job
+                .replica_specs()
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(replica_type))?;
+            Some(Group {
+                replica_type,
+                name: replica_type.to_ascii_lowercase(),
+                spec,
+                replicas: spec.replicas_or(F::default_replicas(replica_type)),
+                layout: F::layout(job, replica_type),
+                restart_policy: spec
+                    .restart_policy
+                    .unwrap_or_else(|| F::default_restart_policy(replica_type)),
+                port: F::PORT.map(|(name, number)| {
+                    named_port(spec, F::Job::DEFAULT_CONTAINER, name).unwrap_or(number)
+                }),
+            })
+        })
+        .collect();
+    Context {
+        job,
+        owner,
+        groups,
+        cluster_domain: options.cluster_domain.map(str::to_owned),
+    }
+}
+
+/// The container the framework's port and exit codes belong to: the named default container,
+/// or container 0 where the kind names none.
+fn default_container<'a>(
+    containers: &'a mut [Container],
+    name: Option<&str>,
+) -> Option<&'a mut Container> {
+    match name {
+        Some(name) => containers.iter_mut().find(|c| c.name == name),
+        None => containers.first_mut(),
+    }
+}
+
+fn named_port(spec: &ReplicaSpec, container: Option<&str>, port: &str) -> Option<i32> {
+    let containers = &spec.template.as_ref()?.spec.as_ref()?.containers;
+    let container = match container {
+        Some(name) => containers.iter().find(|c| c.name == name)?,
+        None => containers.first()?,
+    };
+    container
+        .ports
+        .iter()
+        .flatten()
+        .find(|p| p.name.as_deref() == Some(port))
+        .map(|p| p.container_port)
+}
+
+fn replicated_job<F: Framework>(
+    ctx: &Context<'_, F::Job>,
+    group: &Group<'_>,
+    success: &Success,
+) -> ReplicatedJob {
+    let (jobs, pods_per_job) = match group.layout {
+        Layout::Indexed => (i32::from(group.replicas > 0), group.replicas.max(1)),
+        Layout::RankOffset => (group.replicas, 1),
+    };
+    // The controller watches its Jobs by these labels.
+    let labels = BTreeMap::from([
+        (MANAGED_BY.to_owned(), TRAINSET.to_owned()),
+        (JOB_NAME.to_owned(), ctx.owner.job_name_label()),
+        (REPLICA_TYPE.to_owned(), group.name.clone()),
+        (OPERATOR_NAME.to_owned(), F::OPERATOR_NAME.to_owned()),
+    ]);
+    let default_container = F::Job::DEFAULT_CONTAINER
+        .map(str::to_owned)
+        .or_else(|| first_container_name(group.spec))
+        .unwrap_or_default();
+    ReplicatedJob {
+        name: group.name.clone(),
+        group_name: Some("default".to_owned()),
+        replicas: Some(jobs),
+        depends_on: F::depends_on(ctx, group),
+        template: JobTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(labels),
+                ..Default::default()
+            }),
+            spec: Some(JobSpec {
+                completion_mode: Some("Indexed".to_owned()),
+                completions: Some(pods_per_job),
+                parallelism: Some(pods_per_job),
+                backoff_limit: Some(policy::backoff_limit(
+                    group.restart_policy,
+                    ctx.job.run_policy(),
+                )),
+                pod_failure_policy: policy::pod_failure_policy(
+                    group.restart_policy,
+                    &default_container,
+                ),
+                success_policy: success.job_policies.get(&group.name).cloned(),
+                template: pod_template::<F>(ctx, group),
+                ..Default::default()
+            }),
+        },
+    }
+}
+
+fn first_container_name(spec: &ReplicaSpec) -> Option<String> {
+    spec.template
+        .as_ref()?
+        .spec
+        .as_ref()?
+        .containers
+        .first()
+        .map(|c| c.name.clone())
+}
+
+fn pod_template<F: Framework>(ctx: &Context<'_, F::Job>, group: &Group<'_>) -> PodTemplateSpec {
+    let mut template = group.spec.template.clone().unwrap_or_default();
+    let metadata = template.metadata.get_or_insert_with(Default::default);
+    let labels = metadata.labels.get_or_insert_with(Default::default);
+    labels.insert(JOB_NAME.to_owned(), ctx.owner.job_name_label());
+    labels.insert(REPLICA_TYPE.to_owned(), group.name.clone());
+    labels.insert(OPERATOR_NAME.to_owned(), F::OPERATOR_NAME.to_owned());
+    for (key, value) in F::role_labels(ctx, group) {
+        labels.insert(key.to_owned(), value.to_owned());
+    }
+    if let Some(offset) = F::replica_index_offset(ctx, group) {
+        let annotations = metadata.annotations.get_or_insert_with(Default::default);
+        annotations.insert(REPLICA_INDEX_OFFSET.to_owned(), offset.to_string());
+        if F::master_role(ctx, group) == MasterRole::FirstPod {
+            annotations.insert(MASTER_REPLICA_INDEX.to_owned(), offset.to_string());
+        }
+    }
+
+    let pod = template.spec.get_or_insert_with(Default::default);
+    pod.restart_policy = Some(policy::pod_restart_policy(group.restart_policy).to_owned());
+    if pod.priority_class_name.is_none() {
+        pod.priority_class_name = ctx
+            .job
+            .run_policy()
+            .and_then(|p| p.scheduling_policy.as_ref())
+            .and_then(|s| s.priority_class.clone());
+    }
+    if let (Some((port_name, _)), Some(port)) = (F::PORT, group.port)
+        && let Some(container) = default_container(&mut pod.containers, F::Job::DEFAULT_CONTAINER)
+    {
+        let ports = container.ports.get_or_insert_with(Vec::new);
+        if !ports.iter().any(|p| p.name.as_deref() == Some(port_name)) {
+            ports.push(ContainerPort {
+                name: Some(port_name.to_owned()),
+                container_port: port,
+                ..Default::default()
+            });
+        }
+    }
+
+    let injected = F::env(ctx, group);
+    if !injected.is_empty() {
+        for container in pod.containers.iter_mut() {
+            if F::ENV_IN_EVERY_CONTAINER
+                || Some(container.name.as_str()) == F::Job::DEFAULT_CONTAINER
+            {
+                env::inject(container, &injected);
+            }
+        }
+    }
+    F::finish_pod(ctx, group, pod);
+    template
+}
+
+/// The documented default failure policy: a permanent exit code (ExitCode policy, 1-127) or a
+/// failed Job of a `Never` replica type fails the JobSet at once, as v1 failed the job; any other
+/// Job failure (a replica type's backoffLimit exhausted) restarts the whole gang, at most
+/// [`DEFAULT_MAX_RESTARTS`] times.
+fn failure_policy(groups: &[Group<'_>]) -> FailurePolicy {
+    let mut rules = vec![FailurePolicyRule {
+        name: "failOnPermanentExitCode".to_owned(),
+        action: FailurePolicyAction::FailJobSet,
+        on_job_failure_reasons: vec![keys::job_failure_reason::POD_FAILURE_POLICY.to_owned()],
+        on_job_failure_message_patterns: Vec::new(),
+        target_replicated_jobs: Vec::new(),
+    }];
+    let never: Vec<String> = groups
+        .iter()
+        .filter(|g| g.restart_policy == RestartPolicy::Never)
+        .map(|g| g.name.clone())
+        .collect();
+    if !never.is_empty() {
+        rules.push(FailurePolicyRule {
+            name: "failOnRestartPolicyNever".to_owned(),
+            action: FailurePolicyAction::FailJobSet,
+            on_job_failure_reasons: Vec::new(),
+            on_job_failure_message_patterns: Vec::new(),
+            target_replicated_jobs: never,
+        });
+    }
+    rules.push(FailurePolicyRule {
+        name: "restartGang".to_owned(),
+        action: FailurePolicyAction::RestartJobSet,
+        on_job_failure_reasons: Vec::new(),
+        on_job_failure_message_patterns: Vec::new(),
+        target_replicated_jobs: Vec::new(),
+    });
+    FailurePolicy {
+        max_restarts: Some(DEFAULT_MAX_RESTARTS),
+        restart_strategy: Some(RestartStrategy::Recreate),
+        rules,
+    }
+}
