@@ -6,11 +6,14 @@
 //! hostfile ConfigMap and the SSH Secret; torchtune's `tune run` command. Pure, like the v1
 //! compiler. Not yet: the Flux policy.
 
+mod initializers;
 mod jax;
 mod merge;
 mod mpi;
+mod patch;
 mod plain;
 mod procs;
+mod resources;
 pub mod snapshot;
 mod torch;
 mod torchtune;
@@ -19,19 +22,17 @@ mod xgboost;
 use std::collections::BTreeMap;
 
 use jobset_types::{JobSet, JobSetSpec, ReplicatedJob};
-use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EnvFromSource, EnvVar, ResourceRequirements, SecretEnvSource,
-};
+use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
-use serde_json::Value;
 
 use super::meta::{MANAGED_BY, Owner, TRAINSET};
 use super::ssh::{SshKeyPair, ssh_auth_secret};
 use super::{CompileError, Compiled};
-use crate::api::trainer::{
-    GROUP, InitializerSource, MLPolicy, TrainJob, Trainer, TrainingRuntimeSpec,
-};
+use crate::api::trainer::{GROUP, MLPolicy, TrainJob, Trainer, TrainingRuntimeSpec};
+use initializers::{build_initializer, check_initializers};
+use patch::{Patched, patched};
+use resources::{devices, merged_resources, trainer_resources};
 
 /// Binds a replicated job (on its Job template's labels) to a part of the TrainJob.
 pub const ANCESTOR_STEP: &str = "trainer.kubeflow.org/trainjob-ancestor-step";
@@ -208,157 +209,6 @@ fn upsert(container: &mut Container, vars: &[EnvVar]) {
     }
 }
 
-/// A quantity rounded up to whole units, as Go's `Quantity.Value()`; `None` if it does not parse.
-fn whole_units(quantity: &str) -> Option<i64> {
-    let (number, scale) = match quantity.strip_suffix('m') {
-        Some(milli) => (milli, 1000.0),
-        None => (quantity, 1.0),
-    };
-    let value: f64 = number.parse().ok()?;
-    let units = (value / scale).ceil();
-    (units.is_finite() && units >= 0.0 && units <= i64::MAX as f64).then_some(units as i64)
-}
-
-/// GPUs (the first resource whose name contains `gpu`, requests before limits) and CPUs
-/// (request, else limit) per node.
-fn devices(resources: Option<&ResourceRequirements>) -> (i64, i64) {
-    let lists = [
-        resources.and_then(|r| r.requests.as_ref()),
-        resources.and_then(|r| r.limits.as_ref()),
-    ];
-    let gpus = lists
-        .iter()
-        .flatten()
-        .find_map(|list| {
-            list.iter()
-                .find(|(name, _)| name.to_ascii_lowercase().contains("gpu"))
-        })
-        .and_then(|(_, quantity)| whole_units(&quantity.0))
-        .unwrap_or(0);
-    let cpus = lists
-        .iter()
-        .flatten()
-        .find_map(|list| list.get("cpu"))
-        .and_then(|quantity| whole_units(&quantity.0))
-        .unwrap_or(0);
-    (gpus, cpus)
-}
-
-/// The runtime's JobSet spec with every runtime patch merged in order, and the JobSet's labels
-/// and annotations (the runtime template's, then each patch's).
-struct Patched {
-    spec: JobSetSpec,
-    labels: BTreeMap<String, String>,
-    annotations: BTreeMap<String, String>,
-}
-
-fn patched(job: &TrainJob, runtime: &Runtime<'_>) -> Result<Patched, CompileError> {
-    let template = runtime.spec.template.as_ref();
-    let spec = template.and_then(|t| t.spec.as_ref()).ok_or_else(|| {
-        CompileError::invalid(
-            "spec.runtimeRef",
-            format!("{} {} has no template.spec", runtime.kind, runtime.name),
-        )
-    })?;
-    let mut labels = BTreeMap::new();
-    let mut annotations = BTreeMap::new();
-    if let Some(metadata) = template.and_then(|t| t.metadata.as_ref()) {
-        labels.extend(metadata.labels.clone());
-        annotations.extend(metadata.annotations.clone());
-    }
-    let mut merged = serde_json::to_value(spec).map_err(|e| malformed("spec.runtimeRef", &e))?;
-    for (i, patch) in job.spec.runtime_patches.iter().enumerate() {
-        let Some(template) = patch
-            .training_runtime_spec
-            .as_ref()
-            .and_then(|s| s.template.as_ref())
-        else {
-            continue;
-        };
-        if let Some(metadata) = &template.metadata {
-            labels.extend(metadata.labels.clone());
-            annotations.extend(metadata.annotations.clone());
-        }
-        let Some(patch_spec) = &template.spec else {
-            continue;
-        };
-        let at = format!("spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec");
-        for (j, patched_job) in patch_spec.replicated_jobs.iter().enumerate() {
-            let Some(target) = spec
-                .replicated_jobs
-                .iter()
-                .find(|r| r.name == patched_job.name)
-            else {
-                return Err(CompileError::invalid(
-                    format!("{at}.replicatedJobs[{j}].name"),
-                    format!("the runtime has no replicated job {:?}", patched_job.name),
-                ));
-            };
-            let pod = target
-                .template
-                .spec
-                .as_ref()
-                .and_then(|s| s.template.spec.as_ref());
-            let patched_pod = patched_job
-                .template
-                .as_ref()
-                .and_then(|t| t.spec.as_ref())
-                .and_then(|s| s.template.as_ref())
-                .and_then(|t| t.spec.as_ref());
-            for (field, patched_containers, own) in [
-                (
-                    "containers",
-                    patched_pod.map(|p| &p.containers),
-                    pod.map(|p| &p.containers),
-                ),
-                (
-                    "initContainers",
-                    patched_pod.map(|p| &p.init_containers),
-                    pod.and_then(|p| p.init_containers.as_ref()),
-                ),
-            ] {
-                for (k, patched_container) in patched_containers.into_iter().flatten().enumerate() {
-                    let at_container = format!(
-                        "{at}.replicatedJobs[{j}].template.spec.template.spec.{field}[{k}]"
-                    );
-                    let owns_env = [NODE, DATASET_INITIALIZER, MODEL_INITIALIZER]
-                        .contains(&patched_container.name.as_str());
-                    if field == "containers" && owns_env && !patched_container.env.is_empty() {
-                        return Err(CompileError::invalid(
-                            format!("{at_container}.env"),
-                            format!(
-                                "the {:?} container's env comes from spec.trainer and spec.initializer, not from runtime patches",
-                                patched_container.name
-                            ),
-                        ));
-                    }
-                    if !own
-                        .into_iter()
-                        .flatten()
-                        .any(|c| c.name == patched_container.name)
-                    {
-                        return Err(CompileError::invalid(
-                            format!("{at_container}.name"),
-                            format!(
-                                "replicated job {:?} of the runtime has no container {:?}",
-                                patched_job.name, patched_container.name
-                            ),
-                        ));
-                    }
-                }
-            }
-        }
-        let change = serde_json::to_value(patch_spec).map_err(|e| malformed(&at, &e))?;
-        merge::merge(&mut merged, &change);
-    }
-    let spec = serde_json::from_value(merged).map_err(|e| malformed("spec.runtimePatches", &e))?;
-    Ok(Patched {
-        spec,
-        labels,
-        annotations,
-    })
-}
-
 /// The trainer's `node` container: `resourcesPerNode` merged (when the runtime has an ML
 /// policy), the policy's env and port (when the TrainJob has a `trainer` section), then the
 /// trainer's image, command (or the policy's), args and env.
@@ -398,47 +248,6 @@ fn build_trainer(
     }
     upsert(node, &trainer.env);
     Ok(())
-}
-
-/// A `node` container's resources with `spec.trainer.resourcesPerNode` strategically merged in
-/// (per key of limits and requests, Trainer v2.3.0's rule, kubeflow/trainer#3602).
-fn merged_resources(
-    own: Option<&ResourceRequirements>,
-    trainer: &Trainer,
-) -> Result<Option<ResourceRequirements>, CompileError> {
-    let Some(per_node) = &trainer.resources_per_node else {
-        return Ok(own.cloned());
-    };
-    let malformed = |e: serde_json::Error| malformed("spec.trainer.resourcesPerNode", &e);
-    let mut resources = serde_json::to_value(own).map_err(malformed)?;
-    if resources.is_null() {
-        resources = Value::Object(Default::default());
-    }
-    merge::merge(
-        &mut resources,
-        &serde_json::to_value(per_node).map_err(malformed)?,
-    );
-    serde_json::from_value(resources).map_err(malformed)
-}
-
-/// An initializer's container: `STORAGE_URI`, the initializer's env, its secret as `envFrom`.
-fn build_initializer(container: &mut Container, source: &InitializerSource) {
-    if let Some(uri) = &source.storage_uri {
-        upsert(container, &[super::env::value("STORAGE_URI", uri.clone())]);
-    }
-    upsert(container, &source.env);
-    if let Some(secret) = &source.secret_ref {
-        container
-            .env_from
-            .get_or_insert_with(Vec::new)
-            .push(EnvFromSource {
-                secret_ref: Some(SecretEnvSource {
-                    name: secret.name.clone(),
-                    optional: None,
-                }),
-                ..Default::default()
-            });
-    }
 }
 
 /// Whether the runtime's pods reach each other by SSH (an MPI runtime): compiling then makes the
@@ -640,81 +449,4 @@ fn pod_count(
         _ => parallelism,
     }
     .max(1)
-}
-
-/// The volume an initializer writes to and the trainer reads from.
-const INITIALIZER_VOLUME: &str = "initializer";
-
-/// An initializer the TrainJob configures needs the runtime's replicated job of that name, with
-/// a container of that name mounting the `initializer` volume (Trainer's webhook rule).
-fn check_initializers(job: &TrainJob, spec: &JobSetSpec) -> Result<(), CompileError> {
-    let initializer = job.spec.initializer.as_ref();
-    for (field, step, source) in [
-        (
-            "dataset",
-            DATASET_INITIALIZER,
-            initializer.and_then(|i| i.dataset.as_ref()),
-        ),
-        (
-            "model",
-            MODEL_INITIALIZER,
-            initializer.and_then(|i| i.model.as_ref()),
-        ),
-    ] {
-        if source.is_none() {
-            continue;
-        }
-        let refuse =
-            |reason: String| CompileError::invalid(format!("spec.initializer.{field}"), reason);
-        let replicated = spec
-            .replicated_jobs
-            .iter()
-            .find(|r| r.name == step)
-            .ok_or_else(|| refuse(format!("the runtime has no {step} replicated job")))?;
-        let pod = replicated
-            .template
-            .spec
-            .as_ref()
-            .and_then(|s| s.template.spec.as_ref());
-        let container = pod
-            .and_then(|p| p.containers.iter().find(|c| c.name == step))
-            .ok_or_else(|| refuse(format!("the runtime's {step} job has no container {step}")))?;
-        let mounts = container.volume_mounts.iter().flatten();
-        if !mounts.into_iter().any(|m| m.name == INITIALIZER_VOLUME) {
-            return Err(refuse(format!(
-                "container {step} of the runtime's {step} job has no volumeMount named {INITIALIZER_VOLUME}"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// The resources of the trainer's `node` container, as the runtime (patched) has them.
-fn trainer_resources(spec: &JobSetSpec) -> Option<&ResourceRequirements> {
-    let trainer = spec
-        .replicated_jobs
-        .iter()
-        .find(|r| step(r) == Some(TRAINER_STEP))?;
-    let pod = trainer.template.spec.as_ref()?.template.spec.as_ref()?;
-    pod.containers
-        .iter()
-        .find(|c| c.name == NODE)?
-        .resources
-        .as_ref()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::whole_units;
-
-    #[test]
-    fn quantities_round_up_to_whole_units() {
-        assert_eq!(whole_units("4"), Some(4));
-        assert_eq!(whole_units("500m"), Some(1));
-        assert_eq!(whole_units("1500m"), Some(2));
-        assert_eq!(whole_units("2.5"), Some(3));
-        assert_eq!(whole_units("0"), Some(0));
-        assert_eq!(whole_units("4Gi"), None);
-        assert_eq!(whole_units("-1"), None);
-    }
 }
