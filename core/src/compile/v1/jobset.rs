@@ -105,10 +105,7 @@ fn first_container_name(spec: &ReplicaSpec) -> Option<String> {
         .map(|c| c.name.clone())
 }
 
-fn pod_template<F: Framework>(
-    ctx: &Context<'_, F::Job>,
-    group: &Group<'_>,
-) -> PodTemplateSpec {
+fn pod_template<F: Framework>(ctx: &Context<'_, F::Job>, group: &Group<'_>) -> PodTemplateSpec {
     let mut template = group.spec.template.clone().unwrap_or_default();
     let metadata = template.metadata.get_or_insert_with(Default::default);
     let labels = metadata.labels.get_or_insert_with(Default::default);
