@@ -68,7 +68,7 @@ pub async fn fetch<K: Served>(
         own_workload: false,
         since_status_write: ctx
             .status_writes()
-            .get(&super::object_key(job))
+            .get(&super::v1::job_key(job))
             .map(|write| write.at.elapsed()),
         creation_failure: None,
     };

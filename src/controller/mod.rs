@@ -12,33 +12,25 @@ mod creation_failures;
 mod decode;
 mod events;
 mod fetch;
+mod reconcile;
 
 mod report;
 mod startup;
 mod trainer;
+mod v1;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
-use futures::{FutureExt, StreamExt};
-use jobset_types::keys::label as jobset_label;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
-use kube::api::Api;
-use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::events::EventType;
-use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{WatchStreamExt, predicates, watcher};
-use kube::{Client, Resource, ResourceExt};
+use kube::Client;
+use kube::runtime::controller::{Action, Config as ControllerConfig};
 
 use crate::kinds::{Served, Visitor, visit_all};
 use crate::plan::v1 as plan;
-use crate::telemetry::{KindLabels, Metrics, Readiness};
-use apply::Applied;
-use decode::{Decoded, Undecodable};
-use fetch::Lookup;
+use crate::telemetry::{Metrics, Readiness};
 pub use startup::JOBSET_CRD;
 
 /// The field manager of every write.
@@ -208,16 +200,6 @@ fn backoff(failures: u32) -> Duration {
     Duration::from_secs(1u64 << failures.min(9)).min(Duration::from_secs(300))
 }
 
-fn key<K: Served>(namespace: &str, name: &str) -> String {
-    format!("{}/{namespace}/{name}", K::kind(&()))
-}
-
-/// [`key`] of a job, or of one that could not be read (its kind is the same).
-fn object_key<R: Resource<DynamicType = ()>>(job: &R) -> String {
-    let (namespace, name) = (job.namespace().unwrap_or_default(), job.name_any());
-    format!("{}/{namespace}/{name}", R::kind(&()))
-}
-
 type Shutdown = Shared<BoxFuture<'static, ()>>;
 
 /// How the controllers run, from `trainset run`'s flags.
@@ -271,7 +253,7 @@ pub async fn run(
     impl Visitor for Controllers<'_> {
         fn visit<K: Served>(&mut self) {
             let triggers = self.watches.triggers::<K>();
-            let run = controller::<K>(
+            let run = v1::controller::<K>(
                 self.ctx.clone(),
                 triggers,
                 self.config.clone(),
@@ -325,214 +307,6 @@ pub async fn run(
     futures::future::join_all(controllers).await;
     tracing::info!("controllers stopped");
     Ok(())
-}
-
-async fn controller<K: Served>(
-    ctx: Arc<Context>,
-    triggers: caches::Triggers,
-    config: ControllerConfig,
-    shutdown: Shutdown,
-) {
-    let (jobs, writer) = reflector::store();
-    let mut health = ctx.readiness.watch();
-    // A job's own status writes (trainset's) change no generation: they wake nothing.
-    let changes = watcher(
-        Api::<Decoded<K>>::all(ctx.client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .inspect(move |event| health.record(event))
-    .modify(|job| job.managed_fields_mut().clear())
-    .reflect(writer)
-    .applied_objects()
-    .predicate_filter(predicates::generation, Default::default());
-    Controller::for_stream(changes, jobs)
-        .with_config(config)
-        .owns_stream(triggers.jobsets)
-        .watches_stream(triggers.jobs, |job| {
-            let name = job.labels().get(jobset_label::JOBSET_NAME).cloned();
-            name.zip(job.namespace())
-                .map(|(name, ns)| ObjectRef::<Decoded<K>>::new(&name).within(&ns))
-        })
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile::<K>, error_policy::<K>, ctx.clone())
-        .for_each(|result| {
-            let ctx = ctx.clone();
-            async move {
-                match result {
-                    Ok(_) => {}
-                    // The training job is gone (a Job or JobSet outlived it): forget its retries.
-                    Err(kube::runtime::controller::Error::ObjectNotFound(object)) => {
-                        tracing::debug!(%object, "training job is gone");
-                        let key = key::<K>(
-                            object.namespace.as_deref().unwrap_or_default(),
-                            &object.name,
-                        );
-                        ctx.failures().remove(&key);
-                        ctx.status_writes().remove(&key);
-                    }
-                    Err(error) => {
-                        tracing::warn!(kind = K::kind(&()).as_ref(), %error, "reconcile failed")
-                    }
-                }
-            }
-        })
-        .await;
-}
-
-/// Transient errors are retried with backoff (the count resets on success and is forgotten with
-/// the object); an error that waiting cannot heal waits for a change of the job instead.
-fn error_policy<K: Served>(job: Arc<Decoded<K>>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.after_error(object_key(job.as_ref()), error)
-}
-
-async fn reconcile<K: Served>(
-    decoded: Arc<Decoded<K>>,
-    ctx: Arc<Context>,
-) -> Result<Action, Error> {
-    let started = Instant::now();
-    let result = match &decoded.0 {
-        Ok(job) => {
-            let newer = with_own_status(job, &ctx);
-            fetch_plan_apply_report(newer.as_ref().unwrap_or(job), &ctx).await
-        }
-        Err(unreadable) => report_unreadable(decoded.as_ref(), unreadable, &ctx).await,
-    };
-    match &result {
-        Ok(_) => {
-            ctx.failures().remove(&object_key(decoded.as_ref()));
-        }
-        // Visible on the job itself (kubectl describe), not only in trainset's log; and, while
-        // its JobSet cannot be made yet, in its `Created` condition.
-        Err(error) => {
-            if let (Ok(job), false) = (&decoded.0, error.is_permanent()) {
-                retrying(job, error, &ctx).await;
-            }
-            let note = error.to_string();
-            report::event(
-                decoded.as_ref(),
-                EventType::Warning,
-                error.event_reason(),
-                note,
-                &ctx,
-            )
-            .await;
-        }
-    }
-    ctx.metrics
-        .reconcile_seconds
-        .get_or_create(&KindLabels {
-            framework: K::FRAMEWORK.to_owned(),
-        })
-        .observe(started.elapsed().as_secs_f64());
-    result
-}
-
-/// Says on a job whose JobSet cannot be created yet why it waits (`Created` False), once per
-/// reason. A failure to say so is only logged: the reconcile's own error is what counts.
-async fn retrying<K: Served>(job: &K, error: &Error, ctx: &Context) {
-    let Some(namespace) = job.namespace() else {
-        return;
-    };
-    let now = Time(Timestamp::now());
-    let Some(status) = plan::creation_retrying(job, &error.to_string(), &now) else {
-        return;
-    };
-    if let Err(write) = apply::write_status::<K>(job.meta(), &namespace, &status, ctx).await {
-        tracing::warn!(job = %job.name_any(), error = %write, "cannot write the retry condition");
-    }
-}
-
-/// The job as this process last wrote it, if the job cache has not caught up with that write; a
-/// finished job's entry is dropped once the cache shows it.
-fn with_own_status<K: Served>(job: &K, ctx: &Context) -> Option<K> {
-    let key = object_key(job);
-    let mut writes = ctx.status_writes();
-    let write = writes.get(&key)?;
-    if write.is_newer_than(job.resource_version().as_deref()) {
-        let mut newer = job.clone();
-        newer.set_job_status(write.status.clone());
-        return Some(newer);
-    }
-    if plan::ended(job) {
-        writes.remove(&key);
-    }
-    None
-}
-
-/// A job the types cannot read fails `InvalidSpec` naming the field, once; every other job of
-/// its kind runs on.
-async fn report_unreadable<K: Served>(
-    decoded: &Decoded<K>,
-    unreadable: &Undecodable,
-    ctx: &Context,
-) -> Result<Action, Error> {
-    let name = decoded.name_any();
-    let namespace = decoded.namespace().ok_or_else(|| Error::NoNamespace {
-        object: name.clone(),
-    })?;
-    if decoded.meta().deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
-    }
-    let plan = plan::unreadable::<K>(&name, unreadable, &Time(Timestamp::now()));
-    if let Some(status) = &plan.status {
-        apply::write_status::<K>(decoded.meta(), &namespace, status, ctx).await?;
-        ctx.metrics
-            .unreadable
-            .get_or_create(&KindLabels {
-                framework: K::FRAMEWORK.to_owned(),
-            })
-            .inc();
-    }
-    report::report_as(decoded, K::FRAMEWORK, &plan.happened, ctx).await;
-    Ok(Action::await_change())
-}
-
-async fn fetch_plan_apply_report<K: Served>(job: &K, ctx: &Context) -> Result<Action, Error> {
-    let namespace = job.namespace().ok_or_else(|| Error::NoNamespace {
-        object: job.name_any(),
-    })?;
-    let now = Time(Timestamp::now());
-    let mut fetched = fetch::fetch(job, &namespace, Lookup::Cache, ctx).await?;
-    let mut plan = plan::plan(fetched.facts(job, &now))?;
-    let mut applied = apply::apply(job, &namespace, &plan, ctx).await?;
-    if let Applied::Exists = applied {
-        // The JobSet cache was behind: plan again from what the apiserver holds.
-        fetched = fetch::fetch(job, &namespace, Lookup::Live, ctx).await?;
-        plan = plan::plan(fetched.facts(job, &now))?;
-        applied = apply::apply(job, &namespace, &plan, ctx).await?;
-    }
-    match applied {
-        Applied::Done => {}
-        Applied::Refused(reason) => {
-            plan = plan::invalid(job, &reason, &now);
-            apply::apply(job, &namespace, &plan, ctx).await?;
-        }
-        Applied::Foreign(message) => {
-            plan = plan::resource_taken(job, message, &now);
-            apply::apply(job, &namespace, &plan, ctx).await?;
-        }
-        Applied::Earlier(object) => plan = plan::wait_for_earlier::<K>(job, &object),
-        // Made and deleted again by someone else between the two looks: try again later.
-        Applied::Exists => {
-            return Err(Error::CreateRace {
-                object: job.name_any(),
-            });
-        }
-    }
-    if let Some(status) = &plan.status {
-        let write = StatusWrite {
-            at: Instant::now(),
-            over: job.resource_version(),
-            status: status.clone(),
-        };
-        ctx.status_writes().insert(object_key(job), write);
-    }
-    report::report(job, &plan.happened, ctx).await;
-    Ok(match plan.requeue {
-        Some(after) => Action::requeue(after),
-        None => Action::await_change(),
-    })
 }
 
 #[cfg(test)]

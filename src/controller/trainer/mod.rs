@@ -4,9 +4,8 @@
 //! waiting for its runtime is woken when that runtime appears.
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use jobset_types::JobSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -14,14 +13,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DeleteParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, predicates, watcher};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
 use super::apply::{self, Applied};
 use super::caches::Trigger;
-use super::decode::{self, Decoded};
+use super::decode::{Decoded, Undecodable};
+use super::reconcile::{self, Family};
 use super::{Context, Error, Shutdown, kube_error, report};
 use crate::api::trainer::{
     AnyRuntime, ClusterTrainingRuntime, TrainJob, TrainJobStatus, TrainingRuntime,
@@ -67,7 +66,7 @@ impl Runtimes {
         namespace: &str,
         name: &str,
     ) -> Option<Result<AnyRuntime, String>> {
-        let read = |error: &decode::Undecodable| error.error.clone();
+        let read = |error: &Undecodable| error.error.clone();
         match kind {
             RuntimeKind::Cluster => self
                 .cluster
@@ -103,6 +102,30 @@ struct TrainJobContext {
     runtimes: Runtimes,
 }
 
+impl Family for TrainJobContext {
+    type Job = TrainJob;
+
+    fn base(&self) -> &Context {
+        &self.base
+    }
+
+    fn framework(&self) -> &str {
+        FRAMEWORK
+    }
+
+    async fn reconcile_job(&self, job: &TrainJob) -> Result<Action, Error> {
+        fetch_plan_apply_report(job, self).await
+    }
+
+    async fn reconcile_unreadable(
+        &self,
+        job: &Decoded<TrainJob>,
+        unreadable: &Undecodable,
+    ) -> Result<Action, Error> {
+        report_unreadable(job, unreadable, &self.base).await
+    }
+}
+
 /// The TrainJobs in `jobs` that wait on the runtime `kind`/`namespace`/`name`: those not
 /// finished that name it.
 fn naming(
@@ -136,7 +159,7 @@ pub async fn run(
     shutdown: Shutdown,
 ) {
     let client = base.client.clone();
-    let (jobs, job_writer) = reflector::store();
+    let (jobs, changes) = reconcile::jobs::<TrainJob>(&base);
     let (namespaced, namespaced_writer) = reflector::store();
     let (cluster, cluster_writer) = reflector::store();
     let ctx = Arc::new(TrainJobContext {
@@ -146,21 +169,8 @@ pub async fn run(
             cluster,
         },
     });
-    let (mut jobs_health, mut namespaced_health, mut cluster_health) = (
-        ctx.base.readiness.watch(),
-        ctx.base.readiness.watch(),
-        ctx.base.readiness.watch(),
-    );
-    let changes = watcher(
-        Api::<Decoded<TrainJob>>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .inspect(move |event| jobs_health.record(event))
-    .modify(|job| job.managed_fields_mut().clear())
-    .reflect(job_writer)
-    .applied_objects()
-    .predicate_filter(predicates::generation, Default::default());
+    let (mut namespaced_health, mut cluster_health) =
+        (ctx.base.readiness.watch(), ctx.base.readiness.watch());
     let namespaced_runtimes = watcher(
         Api::<Decoded<TrainingRuntime>>::all(client.clone()),
         watcher::Config::default(),
@@ -180,7 +190,7 @@ pub async fn run(
     .reflect(cluster_writer)
     .applied_objects();
     let (waiting_namespaced, waiting_cluster) = (jobs.clone(), jobs.clone());
-    Controller::for_stream(changes, jobs)
+    let controller = Controller::for_stream(changes, jobs)
         .with_config(config)
         .owns_stream(jobsets)
         .watches_stream(
@@ -205,76 +215,8 @@ pub async fn run(
                     &runtime.name_any(),
                 )
             },
-        )
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx.clone())
-        .for_each(|result| {
-            let ctx = ctx.clone();
-            async move {
-                match result {
-                    Ok(_) => {}
-                    Err(kube::runtime::controller::Error::ObjectNotFound(object)) => {
-                        tracing::debug!(%object, "TrainJob is gone");
-                        ctx.base.failures().remove(&failure_key(
-                            object.namespace.as_deref().unwrap_or_default(),
-                            &object.name,
-                        ));
-                    }
-                    Err(error) => tracing::warn!(kind = "TrainJob", %error, "reconcile failed"),
-                }
-            }
-        })
-        .boxed()
-        .await;
-}
-
-fn failure_key(namespace: &str, name: &str) -> String {
-    format!("TrainJob/{namespace}/{name}")
-}
-
-fn job_key(job: &impl Resource) -> String {
-    failure_key(&job.namespace().unwrap_or_default(), &job.name_any())
-}
-
-/// Transient errors (a missing runtime among them) are retried with backoff; an error that
-/// waiting cannot heal waits for a change of the TrainJob.
-fn error_policy(job: Arc<Decoded<TrainJob>>, error: &Error, ctx: Arc<TrainJobContext>) -> Action {
-    ctx.base.after_error(job_key(job.as_ref()), error)
-}
-
-async fn reconcile(
-    job: Arc<Decoded<TrainJob>>,
-    ctx: Arc<TrainJobContext>,
-) -> Result<Action, Error> {
-    let started = Instant::now();
-    let result = match &job.0 {
-        Ok(trainjob) => fetch_plan_apply_report(trainjob, &ctx).await,
-        Err(unreadable) => report_unreadable(job.as_ref(), unreadable, &ctx.base).await,
-    };
-    match &result {
-        Ok(_) => {
-            ctx.base.failures().remove(&job_key(job.as_ref()));
-        }
-        Err(error) => {
-            let reason = error.event_reason();
-            report::event(
-                job.as_ref(),
-                EventType::Warning,
-                reason,
-                error.to_string(),
-                &ctx.base,
-            )
-            .await;
-        }
-    }
-    ctx.base
-        .metrics
-        .reconcile_seconds
-        .get_or_create(&KindLabels {
-            framework: FRAMEWORK.to_owned(),
-        })
-        .observe(started.elapsed().as_secs_f64());
-    result
+        );
+    reconcile::drive(controller, ctx, shutdown).await;
 }
 
 async fn fetch_plan_apply_report(job: &TrainJob, ctx: &TrainJobContext) -> Result<Action, Error> {
@@ -518,7 +460,7 @@ async fn write_status(
 /// A TrainJob the types cannot read fails `InvalidSpec` naming the field, once.
 async fn report_unreadable(
     decoded: &Decoded<TrainJob>,
-    unreadable: &decode::Undecodable,
+    unreadable: &Undecodable,
     ctx: &Context,
 ) -> Result<Action, Error> {
     let name = decoded.name_any();

@@ -1,0 +1,167 @@
+//! The one reconcile loop both API families run. A family says what it does with one job
+//! (fetch → plan → write → report, and what to do with a job the types cannot read); the loop
+//! around it is here once: the watch of the family's jobs, the error policy and its backoff, the
+//! Warning event an error puts on the job, the reconcile timer, and forgetting a job that is gone.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::{FutureExt, Stream, StreamExt};
+use kube::api::Api;
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, predicates, watcher};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use super::decode::{Decoded, Undecodable};
+use super::{Context, Error, Shutdown, report};
+use crate::telemetry::KindLabels;
+
+/// What one API family does with one of its jobs. `Self` is the family's context, which holds
+/// the shared [`Context`].
+pub trait Family: Send + Sync + 'static {
+    type Job: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static;
+
+    fn base(&self) -> &Context;
+
+    /// The `framework` label of the reconcile timer.
+    fn framework(&self) -> &str;
+
+    /// fetch → plan → write → report, for a job that was read.
+    fn reconcile_job(&self, job: &Self::Job) -> impl Future<Output = Result<Action, Error>> + Send;
+
+    /// A job the types cannot read: failed once, naming the field.
+    fn reconcile_unreadable(
+        &self,
+        job: &Decoded<Self::Job>,
+        unreadable: &Undecodable,
+    ) -> impl Future<Output = Result<Action, Error>> + Send;
+
+    /// Said on the job while a transient `error` keeps it from running; nothing by default.
+    fn retrying(&self, _job: &Self::Job, _error: &Error) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
+    /// Forgets what the family keeps about the job under `key` once the job is gone.
+    fn forget(&self, _key: &str) {}
+}
+
+/// The key under which the loop counts a job's failures: `<kind>/<namespace>/<name>`.
+pub fn key_of<R: Resource<DynamicType = ()>>(namespace: &str, name: &str) -> String {
+    format!("{}/{namespace}/{name}", R::kind(&()))
+}
+
+fn object_key<R: Resource<DynamicType = ()>>(job: &R) -> String {
+    key_of::<R>(&job.namespace().unwrap_or_default(), &job.name_any())
+}
+
+/// The family's jobs as the controller is to see them: decoded one by one (an unreadable one
+/// stops nothing), their watch health reported, managedFields dropped, cached in the returned
+/// store, and passed on only when their generation changes (their status writes, trainset's
+/// own, wake nothing).
+pub fn jobs<J>(
+    ctx: &Context,
+) -> (
+    Store<Decoded<J>>,
+    impl Stream<Item = Result<Decoded<J>, watcher::Error>> + Send + 'static,
+)
+where
+    J: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    let mut health = ctx.readiness.watch();
+    let changes = watcher(
+        Api::<Decoded<J>>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .inspect(move |event| health.record(event))
+    .modify(|job| job.managed_fields_mut().clear())
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(predicates::generation, Default::default());
+    (store, changes)
+}
+
+/// Runs `controller` (the family's jobs and what wakes them) until `shutdown`.
+pub async fn drive<F: Family>(
+    controller: Controller<Decoded<F::Job>>,
+    ctx: Arc<F>,
+    shutdown: Shutdown,
+) {
+    controller
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile::<F>, error_policy::<F>, ctx.clone())
+        .for_each(|result| {
+            let ctx = ctx.clone();
+            async move { finished(result, ctx.as_ref()) }
+        })
+        .boxed()
+        .await;
+}
+
+/// Transient errors are retried with backoff (the count resets on success and is forgotten with
+/// the job); an error that waiting cannot heal waits for a change of the job instead.
+fn error_policy<F: Family>(job: Arc<Decoded<F::Job>>, error: &Error, ctx: Arc<F>) -> Action {
+    ctx.base().after_error(object_key(job.as_ref()), error)
+}
+
+async fn reconcile<F: Family>(decoded: Arc<Decoded<F::Job>>, ctx: Arc<F>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = match &decoded.0 {
+        Ok(job) => ctx.reconcile_job(job).await,
+        Err(unreadable) => ctx.reconcile_unreadable(&decoded, unreadable).await,
+    };
+    match &result {
+        Ok(_) => {
+            ctx.base().failures().remove(&object_key(decoded.as_ref()));
+        }
+        // Visible on the job itself (kubectl describe), not only in trainset's log.
+        Err(error) => {
+            if let (Ok(job), false) = (&decoded.0, error.is_permanent()) {
+                ctx.retrying(job, error).await;
+            }
+            report::event(
+                decoded.as_ref(),
+                EventType::Warning,
+                error.event_reason(),
+                error.to_string(),
+                ctx.base(),
+            )
+            .await;
+        }
+    }
+    ctx.base()
+        .metrics
+        .reconcile_seconds
+        .get_or_create(&KindLabels {
+            framework: ctx.framework().to_owned(),
+        })
+        .observe(started.elapsed().as_secs_f64());
+    result
+}
+
+/// What the controller reports after each reconcile of a job of `J`.
+type Outcome<J> = Result<(ObjectRef<Decoded<J>>, Action), controller::Error<Error, watcher::Error>>;
+
+/// After each reconcile: a job that is gone (a Job or JobSet outlived it) is forgotten.
+fn finished<F: Family>(result: Outcome<F::Job>, ctx: &F) {
+    let kind = F::Job::kind(&());
+    match result {
+        Ok(_) => {}
+        Err(controller::Error::ObjectNotFound(object)) => {
+            tracing::debug!(%object, "{kind} is gone");
+            let key = key_of::<F::Job>(
+                object.namespace.as_deref().unwrap_or_default(),
+                &object.name,
+            );
+            ctx.base().failures().remove(&key);
+            ctx.forget(&key);
+        }
+        Err(error) => tracing::warn!(kind = kind.as_ref(), %error, "reconcile failed"),
+    }
+}

@@ -1,0 +1,196 @@
+//! The v1 family in the reconcile loop: one controller per served kind, each job fetched from
+//! the caches, planned by `plan::v1`, written and reported; while its JobSet cannot be created
+//! yet the job says so in its `Created` condition.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Instant;
+
+use jobset_types::keys::label as jobset_label;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+
+use super::apply::{self, Applied};
+use super::decode::{Decoded, Undecodable};
+use super::fetch::{self, Lookup};
+use super::reconcile::{self, Family, key_of};
+use super::{Context, Error, Shutdown, StatusWrite, caches, report};
+use crate::kinds::Served;
+use crate::plan::v1 as plan;
+use crate::telemetry::KindLabels;
+
+/// The v1 family's context for the kind `K`: the shared one, typed by kind.
+struct V1<K> {
+    base: Arc<Context>,
+    kind: PhantomData<fn() -> K>,
+}
+
+/// Runs the controller of the kind `K` until `shutdown`: its jobs, woken too by their JobSets
+/// and Jobs from the shared watches.
+pub async fn controller<K: Served>(
+    base: Arc<Context>,
+    triggers: caches::Triggers,
+    config: ControllerConfig,
+    shutdown: Shutdown,
+) {
+    let (jobs, changes) = reconcile::jobs::<K>(&base);
+    let controller = Controller::for_stream(changes, jobs)
+        .with_config(config)
+        .owns_stream(triggers.jobsets)
+        .watches_stream(triggers.jobs, |job| {
+            let name = job.labels().get(jobset_label::JOBSET_NAME).cloned();
+            name.zip(job.namespace())
+                .map(|(name, ns)| ObjectRef::<Decoded<K>>::new(&name).within(&ns))
+        });
+    let ctx = Arc::new(V1::<K> {
+        base,
+        kind: PhantomData,
+    });
+    reconcile::drive(controller, ctx, shutdown).await;
+}
+
+impl<K: Served> Family for V1<K> {
+    type Job = K;
+
+    fn base(&self) -> &Context {
+        &self.base
+    }
+
+    fn framework(&self) -> &str {
+        K::FRAMEWORK
+    }
+
+    async fn reconcile_job(&self, job: &K) -> Result<Action, Error> {
+        let newer = with_own_status(job, &self.base);
+        fetch_plan_apply_report(newer.as_ref().unwrap_or(job), &self.base).await
+    }
+
+    async fn reconcile_unreadable(
+        &self,
+        decoded: &Decoded<K>,
+        unreadable: &Undecodable,
+    ) -> Result<Action, Error> {
+        report_unreadable(decoded, unreadable, &self.base).await
+    }
+
+    /// A job whose JobSet cannot be created yet says why in `Created` False, once per reason.
+    /// A failure to say so is only logged: the reconcile's own error is what counts.
+    async fn retrying(&self, job: &K, error: &Error) {
+        let Some(namespace) = job.namespace() else {
+            return;
+        };
+        let now = Time(Timestamp::now());
+        let Some(status) = plan::creation_retrying(job, &error.to_string(), &now) else {
+            return;
+        };
+        if let Err(write) =
+            apply::write_status::<K>(job.meta(), &namespace, &status, &self.base).await
+        {
+            tracing::warn!(job = %job.name_any(), error = %write, "cannot write the retry condition");
+        }
+    }
+
+    fn forget(&self, key: &str) {
+        self.base.status_writes().remove(key);
+    }
+}
+
+/// The key of a job in [`Context::status_writes`] and the failure counts.
+pub fn job_key<K: Served>(job: &K) -> String {
+    key_of::<K>(&job.namespace().unwrap_or_default(), &job.name_any())
+}
+
+/// The job as this process last wrote it, if the job cache has not caught up with that write; a
+/// finished job's entry is dropped once the cache shows it.
+fn with_own_status<K: Served>(job: &K, ctx: &Context) -> Option<K> {
+    let key = job_key(job);
+    let mut writes = ctx.status_writes();
+    let write = writes.get(&key)?;
+    if write.is_newer_than(job.resource_version().as_deref()) {
+        let mut newer = job.clone();
+        newer.set_job_status(write.status.clone());
+        return Some(newer);
+    }
+    if plan::ended(job) {
+        writes.remove(&key);
+    }
+    None
+}
+
+/// A job the types cannot read fails `InvalidSpec` naming the field, once; every other job of
+/// its kind runs on.
+async fn report_unreadable<K: Served>(
+    decoded: &Decoded<K>,
+    unreadable: &Undecodable,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let name = decoded.name_any();
+    let namespace = decoded.namespace().ok_or_else(|| Error::NoNamespace {
+        object: name.clone(),
+    })?;
+    if decoded.meta().deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let plan = plan::unreadable::<K>(&name, unreadable, &Time(Timestamp::now()));
+    if let Some(status) = &plan.status {
+        apply::write_status::<K>(decoded.meta(), &namespace, status, ctx).await?;
+        ctx.metrics
+            .unreadable
+            .get_or_create(&KindLabels {
+                framework: K::FRAMEWORK.to_owned(),
+            })
+            .inc();
+    }
+    report::report_as(decoded, K::FRAMEWORK, &plan.happened, ctx).await;
+    Ok(Action::await_change())
+}
+
+async fn fetch_plan_apply_report<K: Served>(job: &K, ctx: &Context) -> Result<Action, Error> {
+    let namespace = job.namespace().ok_or_else(|| Error::NoNamespace {
+        object: job.name_any(),
+    })?;
+    let now = Time(Timestamp::now());
+    let mut fetched = fetch::fetch(job, &namespace, Lookup::Cache, ctx).await?;
+    let mut plan = plan::plan(fetched.facts(job, &now))?;
+    let mut applied = apply::apply(job, &namespace, &plan, ctx).await?;
+    if let Applied::Exists = applied {
+        // The JobSet cache was behind: plan again from what the apiserver holds.
+        fetched = fetch::fetch(job, &namespace, Lookup::Live, ctx).await?;
+        plan = plan::plan(fetched.facts(job, &now))?;
+        applied = apply::apply(job, &namespace, &plan, ctx).await?;
+    }
+    match applied {
+        Applied::Done => {}
+        Applied::Refused(reason) => {
+            plan = plan::invalid(job, &reason, &now);
+            apply::apply(job, &namespace, &plan, ctx).await?;
+        }
+        Applied::Foreign(message) => {
+            plan = plan::resource_taken(job, message, &now);
+            apply::apply(job, &namespace, &plan, ctx).await?;
+        }
+        Applied::Earlier(object) => plan = plan::wait_for_earlier::<K>(job, &object),
+        // Made and deleted again by someone else between the two looks: try again later.
+        Applied::Exists => {
+            return Err(Error::CreateRace {
+                object: job.name_any(),
+            });
+        }
+    }
+    if let Some(status) = &plan.status {
+        let write = StatusWrite {
+            at: Instant::now(),
+            over: job.resource_version(),
+            status: status.clone(),
+        };
+        ctx.status_writes().insert(job_key(job), write);
+    }
+    report::report(job, &plan.happened, ctx).await;
+    Ok(match plan.requeue {
+        Some(after) => Action::requeue(after),
+        None => Action::await_change(),
+    })
+}
