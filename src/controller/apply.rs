@@ -42,30 +42,41 @@ pub async fn apply<K: Served>(
     plan: &Plan,
     ctx: &Context,
 ) -> Result<Applied, Error> {
+    // Every field, so that one added to the plan and not written here does not compile.
+    let Plan {
+        create: to_create,
+        suspend: suspend_write,
+        status,
+        delete_jobset,
+        clean_pods: clean,
+        delete_job,
+        happened: _,
+        requeue: _,
+    } = plan;
     let name = job.name_any();
     let jobsets: Api<JobSet> = Api::namespaced(ctx.client.clone(), namespace);
-    if let Some(compiled) = &plan.create {
+    if let Some(compiled) = to_create {
         match create(namespace, compiled, ctx).await? {
             Applied::Done => {}
             other => return Ok(other),
         }
     }
-    if let Some(write) = &plan.suspend {
+    if let Some(write) = suspend_write {
         suspend(&jobsets, &name, write).await?;
     }
-    if let Some(status) = &plan.status {
+    if let Some(status) = status {
         write_status::<K>(job.meta(), namespace, status, ctx).await?;
     }
-    if plan.delete_jobset {
+    if *delete_jobset {
         jobsets
             .delete(&name, &DeleteParams::foreground())
             .await
             .map_err(kube_error("deleting JobSet", &name))?;
     }
-    if let Some(policy) = plan.clean_pods {
-        clean_pods::<K>(&name, namespace, policy, ctx).await?;
+    if let Some(policy) = clean {
+        clean_pods::<K>(&name, namespace, *policy, ctx).await?;
     }
-    if plan.delete_job {
+    if *delete_job {
         // This job, not one created since under its name.
         let params = DeleteParams {
             preconditions: Some(Preconditions {

@@ -413,10 +413,19 @@ async fn apply(
     plan: &Plan,
     ctx: &TrainJobContext,
 ) -> Result<Applied, Error> {
+    // Every field, so that one added to the plan and not written here does not compile.
+    let Plan {
+        create,
+        suspend,
+        status,
+        delete_jobset,
+        happened: _,
+        requeue: _,
+    } = plan;
     let name = job.name_any();
     let client = &ctx.base.client;
     let jobsets: Api<JobSet> = Api::namespaced(client.clone(), namespace);
-    if let Some(compiled) = &plan.create {
+    if let Some(compiled) = create {
         if let Some(config_map) = &compiled.snapshot {
             let config_maps = Api::namespaced(client.clone(), namespace);
             if let Some(stop) = apply::create_once(&config_maps, config_map).await? {
@@ -428,13 +437,13 @@ async fn apply(
             other => return Ok(other),
         }
     }
-    if let Some(write) = &plan.suspend {
+    if let Some(write) = suspend {
         apply::suspend(&jobsets, &name, write).await?;
     }
-    if let Some(status) = &plan.status {
+    if let Some(status) = status {
         write_status(job.meta(), namespace, status, &ctx.base).await?;
     }
-    if plan.delete_jobset {
+    if *delete_jobset {
         jobsets
             .delete(&name, &DeleteParams::background())
             .await
