@@ -11,6 +11,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::reflector::ObjectRef;
 
+use super::reconcile::Lookup;
 use super::{Context, Error, kube_error};
 use crate::admission;
 use crate::compile::{Options, SshKeyPair};
@@ -27,16 +28,6 @@ pub struct Fetched {
     pub since_status_write: Option<std::time::Duration>,
     /// What Kubernetes said it cannot create for the JobSet, while it runs.
     pub creation_failure: Option<String>,
-}
-
-/// Where a JobSet missing from the cache is looked for.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Lookup {
-    /// The cache is believed for a job that never had a JobSet: creating it then fails if the
-    /// cache was only late, and the reconcile looks again [`Live`](Lookup::Live).
-    Cache,
-    /// The apiserver is asked.
-    Live,
 }
 
 impl Fetched {

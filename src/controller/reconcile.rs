@@ -6,9 +6,10 @@
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::EventType;
@@ -17,6 +18,7 @@ use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+use super::apply::Applied;
 use super::decode::{Decoded, Undecodable};
 use super::{Context, Error, Shutdown, report};
 use crate::telemetry::KindLabels;
@@ -48,6 +50,92 @@ pub trait Family: Send + Sync + 'static {
 
     /// Forgets what the family keeps about the job under `key` once the job is gone.
     fn forget(&self, _key: &str) {}
+}
+
+/// How a family plans and writes one job, for [`settle`].
+pub trait Writes: Family {
+    type Plan: Send + Sync;
+
+    /// The plan from the job, its JobSet as `lookup` finds it, and the time.
+    fn plan(
+        &self,
+        job: &Self::Job,
+        namespace: &str,
+        lookup: Lookup,
+        now: &Time,
+    ) -> impl Future<Output = Result<Self::Plan, Error>> + Send;
+
+    /// Carries `plan` out.
+    fn write(
+        &self,
+        job: &Self::Job,
+        namespace: &str,
+        plan: &Self::Plan,
+    ) -> impl Future<Output = Result<Applied, Error>> + Send;
+
+    /// The plan of a job Kubernetes refused for its content: failed with the `reason`.
+    fn refused(&self, job: &Self::Job, reason: String, now: &Time) -> Self::Plan;
+
+    /// The plan of a job an object of whose names is someone else's (`message` says whose).
+    fn taken(&self, job: &Self::Job, message: String, now: &Time) -> Self::Plan;
+
+    /// The plan of a job waiting for an earlier job's `object` to go.
+    fn earlier(&self, job: &Self::Job, object: &str) -> Self::Plan;
+}
+
+/// Where a JobSet missing from the cache is looked for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// The cache is believed for a job that never had a JobSet: creating it then fails if the
+    /// cache was only late, and the reconcile looks again [`Live`](Lookup::Live).
+    Cache,
+    /// The apiserver is asked.
+    Live,
+}
+
+/// Plans and writes `job` until the writes are done or a plan for how they ended is written: a
+/// JobSet the cache had not seen is planned again from the apiserver's; a refusal of the job's
+/// content fails it; a name someone else holds fails it; an earlier job's object is waited out.
+pub async fn settle<F: Writes>(
+    ctx: &F,
+    job: &F::Job,
+    namespace: &str,
+    now: &Time,
+) -> Result<F::Plan, Error> {
+    let mut plan = ctx.plan(job, namespace, Lookup::Cache, now).await?;
+    let mut applied = ctx.write(job, namespace, &plan).await?;
+    if let Applied::Exists = applied {
+        // The JobSet cache was behind (or the name is someone else's): plan from the apiserver's.
+        plan = ctx.plan(job, namespace, Lookup::Live, now).await?;
+        applied = ctx.write(job, namespace, &plan).await?;
+    }
+    match applied {
+        Applied::Done => {}
+        Applied::Refused(reason) => {
+            plan = ctx.refused(job, reason, now);
+            ctx.write(job, namespace, &plan).await?;
+        }
+        Applied::Foreign(message) => {
+            plan = ctx.taken(job, message, now);
+            ctx.write(job, namespace, &plan).await?;
+        }
+        Applied::Earlier(object) => plan = ctx.earlier(job, &object),
+        // Made and deleted again by someone else between the two looks: try again later.
+        Applied::Exists => {
+            return Err(Error::CreateRace {
+                object: job.name_any(),
+            });
+        }
+    }
+    Ok(plan)
+}
+
+/// What the loop does after a plan: look again after `requeue`, or when something changes.
+pub fn next(requeue: Option<Duration>) -> Action {
+    match requeue {
+        Some(after) => Action::requeue(after),
+        None => Action::await_change(),
+    }
 }
 
 /// The key under which the loop counts a job's failures: `<kind>/<namespace>/<name>`.

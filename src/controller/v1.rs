@@ -15,8 +15,8 @@ use kube::{Resource, ResourceExt};
 
 use super::apply::{self, Applied};
 use super::decode::{Decoded, Undecodable};
-use super::fetch::{self, Lookup};
-use super::reconcile::{self, Family, key_of};
+use super::fetch;
+use super::reconcile::{self, Family, Lookup, Writes, key_of};
 use super::{Context, Error, Shutdown, StatusWrite, caches, report};
 use crate::kinds::Served;
 use crate::plan::v1 as plan;
@@ -65,7 +65,7 @@ impl<K: Served> Family for V1<K> {
 
     async fn reconcile_job(&self, job: &K) -> Result<Action, Error> {
         let newer = with_own_status(job, &self.base);
-        fetch_plan_apply_report(newer.as_ref().unwrap_or(job), &self.base).await
+        fetch_plan_apply_report(newer.as_ref().unwrap_or(job), self).await
     }
 
     async fn reconcile_unreadable(
@@ -148,49 +148,52 @@ async fn report_unreadable<K: Served>(
     Ok(Action::await_change())
 }
 
-async fn fetch_plan_apply_report<K: Served>(job: &K, ctx: &Context) -> Result<Action, Error> {
+/// fetch → plan → write → report, and the status written remembered until the cache shows it.
+async fn fetch_plan_apply_report<K: Served>(job: &K, ctx: &V1<K>) -> Result<Action, Error> {
     let namespace = job.namespace().ok_or_else(|| Error::NoNamespace {
         object: job.name_any(),
     })?;
     let now = Time(Timestamp::now());
-    let mut fetched = fetch::fetch(job, &namespace, Lookup::Cache, ctx).await?;
-    let mut plan = plan::plan(fetched.facts(job, &now))?;
-    let mut applied = apply::apply(job, &namespace, &plan, ctx).await?;
-    if let Applied::Exists = applied {
-        // The JobSet cache was behind: plan again from what the apiserver holds.
-        fetched = fetch::fetch(job, &namespace, Lookup::Live, ctx).await?;
-        plan = plan::plan(fetched.facts(job, &now))?;
-        applied = apply::apply(job, &namespace, &plan, ctx).await?;
-    }
-    match applied {
-        Applied::Done => {}
-        Applied::Refused(reason) => {
-            plan = plan::invalid(job, &reason, &now);
-            apply::apply(job, &namespace, &plan, ctx).await?;
-        }
-        Applied::Foreign(message) => {
-            plan = plan::resource_taken(job, message, &now);
-            apply::apply(job, &namespace, &plan, ctx).await?;
-        }
-        Applied::Earlier(object) => plan = plan::wait_for_earlier::<K>(job, &object),
-        // Made and deleted again by someone else between the two looks: try again later.
-        Applied::Exists => {
-            return Err(Error::CreateRace {
-                object: job.name_any(),
-            });
-        }
-    }
+    let plan = reconcile::settle(ctx, job, &namespace, &now).await?;
     if let Some(status) = &plan.status {
         let write = StatusWrite {
             at: Instant::now(),
             over: job.resource_version(),
             status: status.clone(),
         };
-        ctx.status_writes().insert(job_key(job), write);
+        ctx.base.status_writes().insert(job_key(job), write);
     }
-    report::report(job, &plan.happened, ctx).await;
-    Ok(match plan.requeue {
-        Some(after) => Action::requeue(after),
-        None => Action::await_change(),
-    })
+    report::report(job, &plan.happened, &ctx.base).await;
+    Ok(reconcile::next(plan.requeue))
+}
+
+impl<K: Served> Writes for V1<K> {
+    type Plan = plan::Plan;
+
+    async fn plan(
+        &self,
+        job: &K,
+        namespace: &str,
+        lookup: Lookup,
+        now: &Time,
+    ) -> Result<plan::Plan, Error> {
+        let mut fetched = fetch::fetch(job, namespace, lookup, &self.base).await?;
+        Ok(plan::plan(fetched.facts(job, now))?)
+    }
+
+    async fn write(&self, job: &K, namespace: &str, plan: &plan::Plan) -> Result<Applied, Error> {
+        apply::apply(job, namespace, plan, &self.base).await
+    }
+
+    fn refused(&self, job: &K, reason: String, now: &Time) -> plan::Plan {
+        plan::invalid(job, &reason, now)
+    }
+
+    fn taken(&self, job: &K, message: String, now: &Time) -> plan::Plan {
+        plan::resource_taken(job, message, now)
+    }
+
+    fn earlier(&self, job: &K, object: &str) -> plan::Plan {
+        plan::wait_for_earlier::<K>(job, object)
+    }
 }

@@ -20,7 +20,7 @@ use kube::{Client, Resource, ResourceExt};
 use super::apply::{self, Applied};
 use super::caches::Trigger;
 use super::decode::{Decoded, Undecodable};
-use super::reconcile::{self, Family};
+use super::reconcile::{self, Family, Lookup, Writes};
 use super::{Context, Error, Shutdown, kube_error, report};
 use crate::api::trainer::{
     AnyRuntime, ClusterTrainingRuntime, TrainJob, TrainJobStatus, TrainingRuntime,
@@ -226,61 +226,69 @@ async fn fetch_plan_apply_report(job: &TrainJob, ctx: &TrainJobContext) -> Resul
     let namespace = job.namespace().ok_or_else(|| Error::NoNamespace {
         object: job.name_any(),
     })?;
-    let name = job.name_any();
     let now = Time(Timestamp::now());
-    let cached = ctx
-        .base
-        .caches
-        .jobsets
-        .get(&ObjectRef::new(&name).within(&namespace));
-    let mut jobset = cached.map(|js| (*js).clone());
-    let mut plan = plan_with(job, jobset.as_ref(), &namespace, &now, ctx).await?;
-    let mut applied = apply(job, &namespace, &plan, ctx).await?;
-    if let Applied::Exists = applied {
-        // The JobSet cache was behind (or the name is someone else's): plan from the apiserver's.
-        jobset = Api::<JobSet>::namespaced(ctx.base.client.clone(), &namespace)
-            .get_opt(&name)
-            .await
-            .map_err(kube_error("getting JobSet", &name))?;
-        plan = plan_with(job, jobset.as_ref(), &namespace, &now, ctx).await?;
-        applied = apply(job, &namespace, &plan, ctx).await?;
-    }
-    match applied {
-        Applied::Done => {}
-        Applied::Refused(reason) => {
-            let unrunnable = plan::invalid(&name, reason);
-            plan = plan::plan(Facts {
-                job,
-                jobset: None,
-                compiled: Some(Err(unrunnable)),
-                now,
-                creation_failure: None,
-            });
-            apply(job, &namespace, &plan, ctx).await?;
-        }
-        Applied::Foreign(message) => {
-            let taken = Unrunnable {
-                reason: RESOURCE_EXISTS,
-                message,
-            };
-            plan = plan::plan(Facts {
-                job,
-                jobset: None,
-                compiled: Some(Err(taken)),
-                now,
-                creation_failure: None,
-            });
-            apply(job, &namespace, &plan, ctx).await?;
-        }
-        Applied::Earlier(object) => plan = plan::wait_for_earlier(&name, &object),
-        Applied::Exists => return Err(Error::CreateRace { object: name }),
-    }
+    let plan = reconcile::settle(ctx, job, &namespace, &now).await?;
     let framework = ctx.runtimes.framework(job);
     report::report_as(job, &framework, &plan.happened, &ctx.base).await;
-    Ok(match plan.requeue {
-        Some(after) => Action::requeue(after),
-        None => Action::await_change(),
+    Ok(reconcile::next(plan.requeue))
+}
+
+/// The plan of a TrainJob that cannot run, for the reason `unrunnable` gives.
+fn unrunnable(job: &TrainJob, unrunnable: Unrunnable, now: &Time) -> Plan {
+    plan::plan(Facts {
+        job,
+        jobset: None,
+        compiled: Some(Err(unrunnable)),
+        now: now.clone(),
+        creation_failure: None,
     })
+}
+
+impl Writes for TrainJobContext {
+    type Plan = Plan;
+
+    async fn plan(
+        &self,
+        job: &TrainJob,
+        namespace: &str,
+        lookup: Lookup,
+        now: &Time,
+    ) -> Result<Plan, Error> {
+        let name = job.name_any();
+        let jobset = match lookup {
+            Lookup::Cache => self
+                .base
+                .caches
+                .jobsets
+                .get(&ObjectRef::new(&name).within(namespace))
+                .map(|js| (*js).clone()),
+            Lookup::Live => Api::<JobSet>::namespaced(self.base.client.clone(), namespace)
+                .get_opt(&name)
+                .await
+                .map_err(kube_error("getting JobSet", &name))?,
+        };
+        plan_with(job, jobset.as_ref(), namespace, now, self).await
+    }
+
+    async fn write(&self, job: &TrainJob, namespace: &str, plan: &Plan) -> Result<Applied, Error> {
+        apply(job, namespace, plan, self).await
+    }
+
+    fn refused(&self, job: &TrainJob, reason: String, now: &Time) -> Plan {
+        unrunnable(job, plan::invalid(&job.name_any(), reason), now)
+    }
+
+    fn taken(&self, job: &TrainJob, message: String, now: &Time) -> Plan {
+        let taken = Unrunnable {
+            reason: RESOURCE_EXISTS,
+            message,
+        };
+        unrunnable(job, taken, now)
+    }
+
+    fn earlier(&self, job: &TrainJob, object: &str) -> Plan {
+        plan::wait_for_earlier(&job.name_any(), object)
+    }
 }
 
 async fn plan_with(
