@@ -3,6 +3,8 @@
 //! apply → report like a v1 one; the runtimes come from watches of their own, and a TrainJob
 //! waiting for its runtime is woken when that runtime appears.
 
+mod runtimes;
+
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -13,18 +15,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DeleteParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
+
+use runtimes::{Runtimes, naming};
 
 use super::apply::{self, Applied};
 use super::caches::Trigger;
 use super::decode::{Decoded, Undecodable};
 use super::reconcile::{self, Family, Lookup, Writes};
 use super::{Context, Error, Shutdown, kube_error, report};
-use crate::api::trainer::{
-    AnyRuntime, ClusterTrainingRuntime, TrainJob, TrainJobStatus, TrainingRuntime,
-};
+use crate::api::trainer::{ClusterTrainingRuntime, TrainJob, TrainJobStatus, TrainingRuntime};
 use crate::compile::SshKeyPair;
 use crate::compile::trainer::{self, Runtime, RuntimeKind, snapshot};
 use crate::plan::trainer::{
@@ -48,52 +50,6 @@ pub async fn served(client: &Client) -> Result<bool, kube::Error> {
             .any(|r| r.name == TrainJob::plural(&()))),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
         Err(error) => Err(error),
-    }
-}
-
-/// The runtimes, from their watches.
-#[derive(Clone)]
-struct Runtimes {
-    namespaced: Store<Decoded<TrainingRuntime>>,
-    cluster: Store<Decoded<ClusterTrainingRuntime>>,
-}
-
-impl Runtimes {
-    /// The runtime, or why it cannot be read; `None` when it does not exist.
-    fn get(
-        &self,
-        kind: RuntimeKind,
-        namespace: &str,
-        name: &str,
-    ) -> Option<Result<AnyRuntime, String>> {
-        let read = |error: &Undecodable| error.error.clone();
-        match kind {
-            RuntimeKind::Cluster => self
-                .cluster
-                .get(&ObjectRef::new(name))
-                .map(|r| r.0.clone().map(AnyRuntime::Cluster).map_err(|e| read(&e))),
-            RuntimeKind::Namespaced => self
-                .namespaced
-                .get(&ObjectRef::new(name).within(namespace))
-                .map(|r| {
-                    r.0.clone()
-                        .map(AnyRuntime::Namespaced)
-                        .map_err(|e| read(&e))
-                }),
-        }
-    }
-
-    /// The `framework` label of a TrainJob's metrics: its runtime's framework.
-    fn framework(&self, job: &TrainJob) -> String {
-        let runtime = trainer::runtime_ref(job)
-            .ok()
-            .and_then(|(kind, name)| self.get(kind, &job.namespace().unwrap_or_default(), name))
-            .and_then(Result::ok);
-        runtime
-            .as_ref()
-            .and_then(AnyRuntime::framework)
-            .unwrap_or(FRAMEWORK)
-            .to_owned()
     }
 }
 
@@ -124,31 +80,6 @@ impl Family for TrainJobContext {
     ) -> Result<Action, Error> {
         report_unreadable(job, unreadable, &self.base).await
     }
-}
-
-/// The TrainJobs in `jobs` that wait on the runtime `kind`/`namespace`/`name`: those not
-/// finished that name it.
-fn naming(
-    jobs: &Store<Decoded<TrainJob>>,
-    kind: RuntimeKind,
-    namespace: Option<&str>,
-    name: &str,
-) -> Vec<ObjectRef<Decoded<TrainJob>>> {
-    let state = jobs.state();
-    state
-        .iter()
-        .filter(|decoded| {
-            let Ok(job) = &decoded.0 else {
-                return false;
-            };
-            !job.status
-                .as_ref()
-                .is_some_and(crate::status::trainer::is_finished)
-                && namespace.is_none_or(|ns| job.namespace().as_deref() == Some(ns))
-                && trainer::runtime_ref(job).is_ok_and(|r| r == (kind, name))
-        })
-        .map(|decoded| ObjectRef::from_obj(decoded.as_ref()))
-        .collect()
 }
 
 /// Runs the TrainJob controller until `shutdown`.

@@ -1,0 +1,80 @@
+//! The runtimes TrainJobs name, as their watches hold them, and the TrainJobs waiting for one.
+
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use super::FRAMEWORK;
+use crate::api::trainer::{AnyRuntime, ClusterTrainingRuntime, TrainJob, TrainingRuntime};
+use crate::compile::trainer::{self, RuntimeKind};
+use crate::controller::decode::{Decoded, Undecodable};
+
+/// The runtimes, from their watches.
+#[derive(Clone)]
+pub struct Runtimes {
+    pub namespaced: Store<Decoded<TrainingRuntime>>,
+    pub cluster: Store<Decoded<ClusterTrainingRuntime>>,
+}
+
+impl Runtimes {
+    /// The runtime, or why it cannot be read; `None` when it does not exist.
+    pub fn get(
+        &self,
+        kind: RuntimeKind,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Result<AnyRuntime, String>> {
+        let read = |error: &Undecodable| error.error.clone();
+        match kind {
+            RuntimeKind::Cluster => self
+                .cluster
+                .get(&ObjectRef::new(name))
+                .map(|r| r.0.clone().map(AnyRuntime::Cluster).map_err(|e| read(&e))),
+            RuntimeKind::Namespaced => self
+                .namespaced
+                .get(&ObjectRef::new(name).within(namespace))
+                .map(|r| {
+                    r.0.clone()
+                        .map(AnyRuntime::Namespaced)
+                        .map_err(|e| read(&e))
+                }),
+        }
+    }
+
+    /// The `framework` label of a TrainJob's metrics: its runtime's framework.
+    pub fn framework(&self, job: &TrainJob) -> String {
+        let runtime = trainer::runtime_ref(job)
+            .ok()
+            .and_then(|(kind, name)| self.get(kind, &job.namespace().unwrap_or_default(), name))
+            .and_then(Result::ok);
+        runtime
+            .as_ref()
+            .and_then(AnyRuntime::framework)
+            .unwrap_or(FRAMEWORK)
+            .to_owned()
+    }
+}
+
+/// The TrainJobs in `jobs` that wait on the runtime `kind`/`namespace`/`name`: those not
+/// finished that name it.
+pub fn naming(
+    jobs: &Store<Decoded<TrainJob>>,
+    kind: RuntimeKind,
+    namespace: Option<&str>,
+    name: &str,
+) -> Vec<ObjectRef<Decoded<TrainJob>>> {
+    let state = jobs.state();
+    state
+        .iter()
+        .filter(|decoded| {
+            let Ok(job) = &decoded.0 else {
+                return false;
+            };
+            !job.status
+                .as_ref()
+                .is_some_and(crate::status::trainer::is_finished)
+                && namespace.is_none_or(|ns| job.namespace().as_deref() == Some(ns))
+                && trainer::runtime_ref(job).is_ok_and(|r| r == (kind, name))
+        })
+        .map(|decoded| ObjectRef::from_obj(decoded.as_ref()))
+        .collect()
+}
