@@ -35,7 +35,7 @@ pub struct Kubelet {
 impl Kubelet {
     /// Serves the labelled pods of `namespace`, each on one of `ports` (offsets, see
     /// [`crate::loopback`]): at most that many at once.
-    pub fn start(client: Client, namespace: &str, ports: Vec<u16>) -> Self {
+    pub fn start(client: Client, namespace: &str, ports: Vec<&'static str>) -> Self {
         let pods = Arc::new(Mutex::new(BTreeMap::new()));
         let task = tokio::spawn(run(
             Api::namespaced(client.clone(), namespace),
@@ -81,7 +81,7 @@ impl Drop for Kubelet {
 async fn run(
     api: Api<Pod>,
     client: Client,
-    ports: Vec<u16>,
+    ports: Vec<&'static str>,
     running: Arc<Mutex<BTreeMap<String, RunningPod>>>,
 ) {
     let selector = ListParams::default().labels(&format!("{LABEL}={PROBED}"));
@@ -120,9 +120,9 @@ async fn run(
                 let used: Vec<&str> = running.values().map(|p| p.address.as_str()).collect();
                 let free = ports
                     .iter()
-                    .find(|port| !used.contains(&crate::loopback(**port).as_str()));
+                    .find(|port| !used.contains(&crate::loopback(port).as_str()));
                 if let Some(port) = free {
-                    let started = RunningPod::start(&client, pod, Runtime::Image, *port).await;
+                    let started = RunningPod::start(&client, pod, Runtime::Image, port).await;
                     running.insert(name.clone(), started);
                 }
             }

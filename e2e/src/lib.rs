@@ -31,9 +31,24 @@ pub fn target_dir() -> std::path::PathBuf {
         .map_or_else(|| repo_root().join("target"), std::path::PathBuf::from)
 }
 
-/// `127.0.0.1:<TRAINSET_E2E_PORT_BASE + offset>`: every port the tests use derives from the
-/// cluster's port base, which `e2e/cluster env` exports (its default is written there only).
-pub fn loopback(offset: u16) -> String {
+/// The port plan the scripts read too: `name=offset` lines.
+const PORTS: &str = include_str!("../ports");
+
+/// The offset of the port `name` in `e2e/ports`.
+fn offset(name: &str) -> u16 {
+    PORTS
+        .lines()
+        .filter_map(|line| line.split_once('='))
+        .find(|(key, _)| *key == name)
+        .and_then(|(_, offset)| offset.trim().parse().ok())
+        .unwrap_or_else(|| panic!("e2e/ports has no port {name:?}"))
+}
+
+/// `127.0.0.1:<TRAINSET_E2E_PORT_BASE + offset>` of the port `name` in `e2e/ports`: every port
+/// the tests use derives from the cluster's port base, which `e2e/cluster env` exports (its
+/// default is written there only).
+pub fn loopback(name: &str) -> String {
+    let offset = offset(name);
     let base = std::env::var("TRAINSET_E2E_PORT_BASE")
         .ok()
         .and_then(|b| b.parse::<u16>().ok())
@@ -506,9 +521,9 @@ pub mod operator {
     use kube::Client;
     use tokio::sync::Mutex;
 
-    /// Port offsets (from `TRAINSET_E2E_PORT_BASE`) of the operators' metrics endpoints.
-    pub const SHARED_PORT: u16 = 880;
-    pub const FOLLOWER_PORT: u16 = 881;
+    /// The ports (in `e2e/ports`) of the operators' metrics endpoints.
+    pub const SHARED_PORT: &str = "shared_operator";
+    pub const FOLLOWER_PORT: &str = "follower_operator";
     pub const NAMESPACE: &str = "trainset-system";
 
     static PROCESS: Mutex<Option<Child>> = Mutex::const_new(None);
@@ -754,4 +769,29 @@ pub async fn wait_leading(address: &str, limit: Duration) {
         (ready && leads(address).await).then_some(())
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    /// Every line of `e2e/ports` is a comment or `name=offset`, no name or offset twice, and
+    /// every offset below 1,000 (two clusters' bases 1,000 apart never share a port).
+    #[test]
+    fn the_port_plan_names_each_port_once() {
+        let (mut names, mut offsets) = (BTreeSet::new(), BTreeSet::new());
+        for line in super::PORTS.lines() {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (name, offset) = line
+                .split_once('=')
+                .unwrap_or_else(|| panic!("not name=offset: {line}"));
+            let offset: u16 = offset.parse().unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert!(offset < 1000, "{line}");
+            assert!(names.insert(name), "{name} twice");
+            assert!(offsets.insert(offset), "offset {offset} twice");
+        }
+        assert_eq!(super::offset("apiserver"), 443);
+    }
 }

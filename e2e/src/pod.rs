@@ -203,7 +203,7 @@ pub struct RunningPod {
 impl RunningPod {
     /// Starts `pod`'s container with its metrics on `loopback(port)`; logs go to
     /// `<target>/pod-<name>.log`.
-    pub async fn start(client: &Client, pod: &Pod, runtime: Runtime<'_>, port: u16) -> Self {
+    pub async fn start(client: &Client, pod: &Pod, runtime: Runtime<'_>, port: &str) -> Self {
         let name = pod.name_any();
         let namespace = pod.namespace().unwrap_or_default();
         let address = loopback(port);

@@ -26,8 +26,8 @@ use trainset_e2e::{
 };
 
 /// Port offsets of the chaos tests' operators (see `trainset_e2e::loopback`).
-const FIRST_PORT: u16 = 882;
-const SECOND_PORT: u16 = 883;
+const FIRST_PORT: &str = "chaos_first_operator";
+const SECOND_PORT: &str = "chaos_second_operator";
 /// trainset's Lease duration (`main.rs`): a killed leader's Lease expires after it.
 const LEASE: Duration = Duration::from_secs(15);
 /// Jobs per burst, from `TRAINSET_CHAOS_JOBS` (default 200, the figure).
@@ -47,7 +47,7 @@ async fn setup(prefix: &str) -> (Client, TestNamespace) {
 
 /// Starts an operator on `port` and waits until it leads (ready). Another trainset holding the
 /// Lease would keep it waiting: the shared e2e operator must be stopped first.
-async fn leading_operator(client: &Client, port: u16) -> (Extra, Duration) {
+async fn leading_operator(client: &Client, port: &str) -> (Extra, Duration) {
     let started = Instant::now();
     let extra = operator::spawn_extra(client, &loopback(port)).await;
     wait_ready(port, LEASE * 3).await;
@@ -67,7 +67,7 @@ async fn standby_operator(client: &Client) -> Extra {
     standby
 }
 
-async fn wait_ready(port: u16, limit: Duration) {
+async fn wait_ready(port: &str, limit: Duration) {
     // Another trainset holding the Lease keeps it waiting: e2e/cluster stop-extras.
     trainset_e2e::wait_leading(&loopback(port), limit).await;
 }

@@ -26,9 +26,14 @@ use trainset_e2e::{
 };
 
 /// Port offset of the installed pod's metrics endpoint (see `trainset_e2e::loopback`).
-const PORT: u16 = 885;
+const PORT: &str = "install_pod";
 /// Those of the rollout test's pods: two replicas, and one surge pod of each rollout.
-const PROBED_PORTS: [u16; 4] = [886, 887, 888, 889];
+const PROBED_PORTS: [&str; 4] = [
+    "probed_pod_0",
+    "probed_pod_1",
+    "probed_pod_2",
+    "probed_pod_3",
+];
 /// trainset's Lease duration (`src/leader.rs`).
 const LEASE: Duration = Duration::from_secs(15);
 /// The install namespace of the kustomize base, and the Helm release's.

@@ -34,7 +34,7 @@ fn limit() -> Duration {
     *LIMIT.get_or_init(|| Duration::from_secs(DEFAULT_LIMIT_SECONDS))
 }
 /// The bench's own trainset listens on this port offset (see `trainset_e2e::loopback`).
-const PORT: u16 = 884;
+const PORT: &str = "bench_operator";
 /// The wait between the last job taken in and the idle measurement: the JobSet and Job
 /// controllers finish their part meanwhile.
 const SETTLE: Duration = Duration::from_secs(15);
