@@ -11,6 +11,7 @@ pub mod decode;
 pub mod kinds;
 pub mod plan;
 pub mod pod_labels;
+pub mod run_policy;
 pub mod status;
 pub mod suspend;
 pub mod trainjob_names;

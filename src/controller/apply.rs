@@ -16,8 +16,9 @@ use super::{Context, Error, FIELD_MANAGER, kube_error, refused_content};
 use crate::api::{CleanPodPolicy, JobStatus};
 use crate::compile::{Compiled, JOB_NAME, OPERATOR_NAME};
 use crate::kinds::Served;
-use crate::plan::v1::{self as plan, Plan};
+use crate::plan::v1::Plan;
 use crate::plan::{Holder, SuspendWrite, holder, resource_exists};
+use crate::run_policy;
 
 /// How applying a plan ended.
 pub enum Applied {
@@ -342,7 +343,11 @@ async fn clean_pods<K: Served>(
         .list(&ListParams::default().labels(&selector))
         .await
         .map_err(kube_error("listing pods of", name))?;
-    for pod in list.items.iter().filter(|pod| plan::cleans(policy, pod)) {
+    for pod in list
+        .items
+        .iter()
+        .filter(|pod| run_policy::cleans(policy, pod))
+    {
         let pod_name = pod.name_any();
         pods.delete(&pod_name, &DeleteParams::background())
             .await

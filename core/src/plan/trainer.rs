@@ -16,6 +16,7 @@ use crate::plan::{
     EARLIER_WAIT, Happened, Holder, INVALID_SPEC, NAME_CONFLICT, SuspendWrite, deleting, holder,
     name_conflict, refused_by_kubernetes, waiting_for_earlier,
 };
+use crate::run_policy;
 use crate::status::FAILED;
 use crate::status::trainer::{self as status, COMPLETE, DEADLINE_EXCEEDED};
 use crate::suspend;
@@ -168,7 +169,7 @@ pub fn plan(facts: Facts<'_>) -> Plan {
         next = status::fail(next, DEADLINE_EXCEEDED, &message, &facts.now);
         plan.delete_jobset = facts.jobset.is_some();
     } else {
-        plan.requeue = deadline.map(|left| left + Duration::from_secs(1));
+        plan.requeue = deadline.map(run_policy::look_again);
     }
     if let Some(compiled) = created {
         plan.happened.push(if previous.jobs_status.is_empty() {

@@ -6,7 +6,6 @@ use std::time::Duration;
 use jobset_types::JobSet;
 use jobset_types::keys::kueue;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{Resource, ResourceExt};
 
@@ -18,6 +17,7 @@ use crate::api::{CleanPodPolicy, JobStatus};
 use crate::compile::Compiled;
 use crate::decode::Undecodable;
 use crate::kinds::Served;
+use crate::run_policy;
 use crate::status::{self, Observed, Subject};
 use crate::suspend::{self, Control};
 
@@ -219,7 +219,7 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
         plan.delete_jobset = !jobset_finished;
         after_end(job, &next, &facts.now, &mut plan);
     } else {
-        plan.requeue = deadline.map(|left| left + Duration::from_secs(1));
+        plan.requeue = deadline.map(run_policy::look_again);
     }
     let previous = previous.unwrap_or(&empty);
     if status::changed(previous, &next) {
@@ -395,28 +395,13 @@ fn after_end<K: Served>(job: &K, done: &JobStatus, now: &Time, plan: &mut Plan) 
     let ttl = policy.and_then(|p| p.ttl_seconds_after_finished);
     let finished = done.completion_time.as_ref();
     if let (Some(ttl), Some(finished)) = (ttl, finished) {
-        let elapsed = now.0.duration_since(finished.0).as_secs();
-        let left = i64::from(ttl).saturating_sub(elapsed);
-        if left > 0 {
-            plan.requeue = Some(Duration::from_secs(left.unsigned_abs() + 1));
+        let left = run_policy::left(u64::try_from(ttl).unwrap_or(0), finished, now);
+        if !left.is_zero() {
+            plan.requeue = Some(run_policy::look_again(left));
         } else {
             plan.delete_job = true;
             plan.happened.push(Happened::DeletedAfterTtl);
         }
-    }
-}
-
-/// Whether `cleanPodPolicy` removes `pod`: `All` every pod, `Running` those still pending or
-/// running; a pod already being deleted is left alone.
-pub fn cleans(policy: CleanPodPolicy, pod: &Pod) -> bool {
-    if pod.metadata.deletion_timestamp.is_some() {
-        return false;
-    }
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    match policy {
-        CleanPodPolicy::None => false,
-        CleanPodPolicy::All => true,
-        CleanPodPolicy::Running => matches!(phase, Some("Running" | "Pending")),
     }
 }
 

@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{JobCondition, JobStatus, ReplicaStatus};
 use crate::compile::{JOB_NAME, OPERATOR_NAME, REPLICA_TYPE};
+use crate::run_policy;
 
 pub const CREATED: &str = "Created";
 pub const RUNNING: &str = "Running";
@@ -278,17 +279,11 @@ pub fn deadline_left(
     suspended: bool,
     now: &Time,
 ) -> Option<std::time::Duration> {
-    let seconds = deadline_seconds?;
+    let seconds = u64::try_from(deadline_seconds?).unwrap_or(0);
     if suspended || is_terminal(status) {
         return None;
     }
-    let elapsed = now
-        .0
-        .duration_since(status.start_time.as_ref()?.0)
-        .as_secs();
-    Some(std::time::Duration::from_secs(
-        u64::try_from(seconds.saturating_sub(elapsed)).unwrap_or(0),
-    ))
+    Some(run_policy::left(seconds, status.start_time.as_ref()?, now))
 }
 
 /// Whether the job reached `Succeeded` or `Failed`.

@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::{FAILED, SUSPENDED};
 use crate::api::trainer::{JobStatus, TrainJob, TrainJobStatus};
+use crate::run_policy;
 
 pub const COMPLETE: &str = "Complete";
 pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
@@ -146,8 +147,5 @@ pub fn deadline_left(
         .find(|c| c.type_ == SUSPENDED && c.status == "False")
         .map(|c| c.last_transition_time.clone());
     let start = resumed.or_else(|| job.metadata.creation_timestamp.clone())?;
-    let elapsed = now.0.duration_since(start.0).as_secs();
-    Some(std::time::Duration::from_secs(
-        seconds.saturating_sub(u64::try_from(elapsed).unwrap_or(0)),
-    ))
+    Some(run_policy::left(seconds, &start, now))
 }

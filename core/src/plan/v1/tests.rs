@@ -479,27 +479,3 @@ fn after_the_end_pods_are_cleaned_and_the_ttl_counted_from_completion() {
     let kept = plan(facts(&kept, None, &[], 10_000)).expect("plan");
     assert!(kept.clean_pods.is_none() && !kept.delete_job && kept.requeue.is_none());
 }
-
-#[test]
-fn clean_pod_policy_removes_what_it_names() {
-    let pod = |phase: &str, deleting: bool| -> Pod {
-        let mut pod: Pod =
-            serde_json::from_value(json!({"status": {"phase": phase}})).expect("Pod");
-        if deleting {
-            pod.metadata.deletion_timestamp = Some(at(0));
-        }
-        pod
-    };
-    let phases = ["Pending", "Running", "Succeeded", "Failed"];
-    let removed = |policy| -> Vec<&str> {
-        phases
-            .iter()
-            .copied()
-            .filter(|phase| cleans(policy, &pod(phase, false)))
-            .collect()
-    };
-    assert_eq!(removed(CleanPodPolicy::All), phases);
-    assert_eq!(removed(CleanPodPolicy::Running), ["Pending", "Running"]);
-    assert!(removed(CleanPodPolicy::None).is_empty());
-    assert!(!cleans(CleanPodPolicy::All, &pod("Running", true)));
-}
