@@ -8,7 +8,6 @@
 
 mod apply;
 mod caches;
-mod creation_failures;
 mod decode;
 mod events;
 mod fetch;

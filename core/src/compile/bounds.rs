@@ -5,7 +5,6 @@
 
 use serde::Serialize;
 
-use super::v1::Group;
 use super::{CompileError, Compiled};
 use crate::api::TrainingJob;
 use crate::api::limits::{MAX_REPLICAS, MAX_TOTAL_REPLICAS};
@@ -82,23 +81,20 @@ pub fn pod_names<'a>(
     }
 }
 
-pub fn replicas<J: TrainingJob>(groups: &[Group<'_>]) -> Result<(), CompileError> {
+/// The replicas of each replica type of a v1 job (given as type and count), each within
+/// [`MAX_REPLICAS`] and all together within [`MAX_TOTAL_REPLICAS`].
+pub fn replicas<'a, J: TrainingJob>(
+    counts: impl IntoIterator<Item = (&'a str, i32)>,
+) -> Result<(), CompileError> {
     let mut total: i64 = 0;
-    for group in groups {
-        if !(0..=MAX_REPLICAS).contains(&group.replicas) {
+    for (replica_type, replicas) in counts {
+        if !(0..=MAX_REPLICAS).contains(&replicas) {
             return Err(CompileError::invalid(
-                format!(
-                    "spec.{}[{}].replicas",
-                    J::REPLICA_SPECS_FIELD,
-                    group.replica_type
-                ),
-                format!(
-                    "Invalid value: {}: must be between 0 and {MAX_REPLICAS}",
-                    group.replicas
-                ),
+                format!("spec.{}[{replica_type}].replicas", J::REPLICA_SPECS_FIELD),
+                format!("Invalid value: {replicas}: must be between 0 and {MAX_REPLICAS}"),
             ));
         }
-        total += i64::from(group.replicas);
+        total += i64::from(replicas);
     }
     if total > i64::from(MAX_TOTAL_REPLICAS) {
         return Err(CompileError::invalid(

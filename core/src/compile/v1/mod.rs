@@ -318,7 +318,7 @@ fn queue_name(labels: &BTreeMap<String, String>) -> Result<(), CompileError> {
 fn compile<F: Framework>(job: &F::Job, options: &Options<'_>) -> Result<Compiled, CompileError> {
     let ctx = context::<F>(job, options);
     bounds::names(ctx.name(), ctx.namespace())?;
-    bounds::replicas::<F::Job>(&ctx.groups)?;
+    bounds::replicas::<F::Job>(ctx.groups.iter().map(|g| (g.replica_type, g.replicas)))?;
     let success = F::success(&ctx);
     let replicated_jobs = ctx
         .groups

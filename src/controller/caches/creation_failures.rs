@@ -18,9 +18,9 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
-use super::Shutdown;
-use super::caches::{Caches, Routes};
-use super::decode::{self, Decoded};
+use super::{Caches, Routes};
+use crate::controller::Shutdown;
+use crate::controller::decode::{self, Decoded};
 
 /// The events watched: (the kind of the object they are about, their reason).
 const WATCHED: [(&str, &str); 2] = [("JobSet", "JobCreationFailed"), ("Job", "FailedCreate")];

@@ -2,6 +2,8 @@
 //! that reconciles read instead of asking the apiserver, trimmed to what trainset reads, and each
 //! event goes to the controller of the object's training kind only.
 
+mod creation_failures;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -17,8 +19,9 @@ use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
+use creation_failures::CreationFailures;
+
 use super::Shutdown;
-use super::creation_failures::{self, CreationFailures};
 use super::decode::{self, Decoded};
 use crate::api::limits::MAX_TOTAL_REPLICAS;
 use crate::compile::{MANAGED_BY, OPERATOR_NAME, REPLICA_TYPE, TRAINSET};
