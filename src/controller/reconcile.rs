@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{FutureExt, Stream, StreamExt};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::EventType;
@@ -21,6 +22,7 @@ use serde::de::DeserializeOwned;
 use super::apply::Applied;
 use super::decode::{Decoded, Undecodable};
 use super::{Context, Error, Shutdown, report};
+use crate::plan::Happened;
 use crate::telemetry::KindLabels;
 
 /// What one API family does with one of its jobs. `Self` is the family's context, which holds
@@ -35,13 +37,6 @@ pub trait Family: Send + Sync + 'static {
 
     /// fetch → plan → write → report, for a job that was read.
     fn reconcile_job(&self, job: &Self::Job) -> impl Future<Output = Result<Action, Error>> + Send;
-
-    /// A job the types cannot read: failed once, naming the field.
-    fn reconcile_unreadable(
-        &self,
-        job: &Decoded<Self::Job>,
-        unreadable: &Undecodable,
-    ) -> impl Future<Output = Result<Action, Error>> + Send;
 
     /// Said on the job while a transient `error` keeps it from running; nothing by default.
     fn retrying(&self, _job: &Self::Job, _error: &Error) -> impl Future<Output = ()> + Send {
@@ -81,6 +76,21 @@ pub trait Writes: Family {
 
     /// The plan of a job waiting for an earlier job's `object` to go.
     fn earlier(&self, job: &Self::Job, object: &str) -> Self::Plan;
+
+    /// The plan of the job `name` the types cannot read: failed, naming the field.
+    fn unreadable(&self, name: &str, unreadable: &Undecodable, now: &Time) -> Self::Plan;
+
+    /// Writes the plan's status, if it has one, over the job `job` (given by its metadata, as an
+    /// unreadable job has no other); whether it wrote.
+    fn write_status(
+        &self,
+        job: &ObjectMeta,
+        namespace: &str,
+        plan: &Self::Plan,
+    ) -> impl Future<Output = Result<bool, Error>> + Send;
+
+    /// What happened, for the job's events and metrics.
+    fn happened(plan: &Self::Plan) -> &[Happened];
 }
 
 /// Where a JobSet missing from the cache is looked for.
@@ -176,7 +186,7 @@ where
 }
 
 /// Runs `controller` (the family's jobs and what wakes them) until `shutdown`.
-pub async fn drive<F: Family>(
+pub async fn drive<F: Writes>(
     controller: Controller<Decoded<F::Job>>,
     ctx: Arc<F>,
     shutdown: Shutdown,
@@ -192,17 +202,45 @@ pub async fn drive<F: Family>(
         .await;
 }
 
+/// A job the types cannot read fails `InvalidSpec` naming the field, once; every other job of
+/// its kind runs on.
+async fn reconcile_unreadable<F: Writes>(
+    ctx: &F,
+    decoded: &Decoded<F::Job>,
+    unreadable: &Undecodable,
+) -> Result<Action, Error> {
+    let name = decoded.name_any();
+    let namespace = decoded.namespace().ok_or_else(|| Error::NoNamespace {
+        object: name.clone(),
+    })?;
+    if decoded.meta().deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let plan = ctx.unreadable(&name, unreadable, &Time(Timestamp::now()));
+    if ctx.write_status(decoded.meta(), &namespace, &plan).await? {
+        ctx.base()
+            .metrics
+            .unreadable
+            .get_or_create(&KindLabels {
+                framework: ctx.framework().to_owned(),
+            })
+            .inc();
+    }
+    report::report_as(decoded, ctx.framework(), F::happened(&plan), ctx.base()).await;
+    Ok(Action::await_change())
+}
+
 /// Transient errors are retried with backoff (the count resets on success and is forgotten with
 /// the job); an error that waiting cannot heal waits for a change of the job instead.
-fn error_policy<F: Family>(job: Arc<Decoded<F::Job>>, error: &Error, ctx: Arc<F>) -> Action {
+fn error_policy<F: Writes>(job: Arc<Decoded<F::Job>>, error: &Error, ctx: Arc<F>) -> Action {
     ctx.base().after_error(object_key(job.as_ref()), error)
 }
 
-async fn reconcile<F: Family>(decoded: Arc<Decoded<F::Job>>, ctx: Arc<F>) -> Result<Action, Error> {
+async fn reconcile<F: Writes>(decoded: Arc<Decoded<F::Job>>, ctx: Arc<F>) -> Result<Action, Error> {
     let started = Instant::now();
     let result = match &decoded.0 {
         Ok(job) => ctx.reconcile_job(job).await,
-        Err(unreadable) => ctx.reconcile_unreadable(&decoded, unreadable).await,
+        Err(unreadable) => reconcile_unreadable(ctx.as_ref(), &decoded, unreadable).await,
     };
     match &result {
         Ok(_) => {

@@ -7,11 +7,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use jobset_types::keys::label as jobset_label;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::{Resource, ResourceExt};
 
 use super::apply::{self, Applied};
 use super::decode::{Decoded, Undecodable};
@@ -19,8 +20,8 @@ use super::fetch;
 use super::reconcile::{self, Family, Lookup, Writes, key_of};
 use super::{Context, Error, Shutdown, StatusWrite, caches, report};
 use crate::kinds::Served;
+use crate::plan::Happened;
 use crate::plan::v1 as plan;
-use crate::telemetry::KindLabels;
 
 /// The v1 family's context for the kind `K`: the shared one, typed by kind.
 struct V1<K> {
@@ -68,14 +69,6 @@ impl<K: Served> Family for V1<K> {
         fetch_plan_apply_report(newer.as_ref().unwrap_or(job), self).await
     }
 
-    async fn reconcile_unreadable(
-        &self,
-        decoded: &Decoded<K>,
-        unreadable: &Undecodable,
-    ) -> Result<Action, Error> {
-        report_unreadable(decoded, unreadable, &self.base).await
-    }
-
     /// A job whose JobSet cannot be created yet says why in `Created` False, once per reason.
     /// A failure to say so is only logged: the reconcile's own error is what counts.
     async fn retrying(&self, job: &K, error: &Error) {
@@ -118,34 +111,6 @@ fn with_own_status<K: Served>(job: &K, ctx: &Context) -> Option<K> {
         writes.remove(&key);
     }
     None
-}
-
-/// A job the types cannot read fails `InvalidSpec` naming the field, once; every other job of
-/// its kind runs on.
-async fn report_unreadable<K: Served>(
-    decoded: &Decoded<K>,
-    unreadable: &Undecodable,
-    ctx: &Context,
-) -> Result<Action, Error> {
-    let name = decoded.name_any();
-    let namespace = decoded.namespace().ok_or_else(|| Error::NoNamespace {
-        object: name.clone(),
-    })?;
-    if decoded.meta().deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
-    }
-    let plan = plan::unreadable::<K>(&name, unreadable, &Time(Timestamp::now()));
-    if let Some(status) = &plan.status {
-        apply::write_status::<K>(decoded.meta(), &namespace, status, ctx).await?;
-        ctx.metrics
-            .unreadable
-            .get_or_create(&KindLabels {
-                framework: K::FRAMEWORK.to_owned(),
-            })
-            .inc();
-    }
-    report::report_as(decoded, K::FRAMEWORK, &plan.happened, ctx).await;
-    Ok(Action::await_change())
 }
 
 /// fetch → plan → write → report, and the status written remembered until the cache shows it.
@@ -195,5 +160,26 @@ impl<K: Served> Writes for V1<K> {
 
     fn earlier(&self, job: &K, object: &str) -> plan::Plan {
         plan::wait_for_earlier::<K>(job, object)
+    }
+
+    fn unreadable(&self, name: &str, unreadable: &Undecodable, now: &Time) -> plan::Plan {
+        plan::unreadable::<K>(name, unreadable, now)
+    }
+
+    async fn write_status(
+        &self,
+        job: &ObjectMeta,
+        namespace: &str,
+        plan: &plan::Plan,
+    ) -> Result<bool, Error> {
+        let Some(status) = &plan.status else {
+            return Ok(false);
+        };
+        apply::write_status::<K>(job, namespace, status, &self.base).await?;
+        Ok(true)
+    }
+
+    fn happened(plan: &plan::Plan) -> &[Happened] {
+        &plan.happened
     }
 }

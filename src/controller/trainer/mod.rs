@@ -32,8 +32,9 @@ use crate::compile::trainer::{self, Runtime, RuntimeKind, snapshot};
 use crate::plan::trainer::{
     self as plan, Compiled, Facts, Plan, RUNTIME_NOT_SUPPORTED, Unrunnable,
 };
-use crate::plan::{Holder, RESOURCE_EXISTS, holder, resource_exists, waiting_for_earlier};
-use crate::telemetry::KindLabels;
+use crate::plan::{
+    Happened, Holder, RESOURCE_EXISTS, holder, resource_exists, waiting_for_earlier,
+};
 
 /// The `framework` label of TrainJob metrics whose runtime is not known (any more).
 const FRAMEWORK: &str = "trainjob";
@@ -71,14 +72,6 @@ impl Family for TrainJobContext {
 
     async fn reconcile_job(&self, job: &TrainJob) -> Result<Action, Error> {
         fetch_plan_apply_report(job, self).await
-    }
-
-    async fn reconcile_unreadable(
-        &self,
-        job: &Decoded<TrainJob>,
-        unreadable: &Undecodable,
-    ) -> Result<Action, Error> {
-        report_unreadable(job, unreadable, &self.base).await
     }
 }
 
@@ -219,6 +212,27 @@ impl Writes for TrainJobContext {
 
     fn earlier(&self, job: &TrainJob, object: &str) -> Plan {
         plan::wait_for_earlier(&job.name_any(), object)
+    }
+
+    fn unreadable(&self, name: &str, unreadable: &Undecodable, now: &Time) -> Plan {
+        plan::unreadable(name, unreadable, now)
+    }
+
+    async fn write_status(
+        &self,
+        job: &ObjectMeta,
+        namespace: &str,
+        plan: &Plan,
+    ) -> Result<bool, Error> {
+        let Some(status) = &plan.status else {
+            return Ok(false);
+        };
+        write_status(job, namespace, status, &self.base).await?;
+        Ok(true)
+    }
+
+    fn happened(plan: &Plan) -> &[Happened] {
+        &plan.happened
     }
 }
 
@@ -403,31 +417,4 @@ async fn write_status(
     })?;
     let resource = ApiResource::erase::<TrainJob>(&());
     apply::apply_status(&resource, job, namespace, status, ctx).await
-}
-
-/// A TrainJob the types cannot read fails `InvalidSpec` naming the field, once.
-async fn report_unreadable(
-    decoded: &Decoded<TrainJob>,
-    unreadable: &Undecodable,
-    ctx: &Context,
-) -> Result<Action, Error> {
-    let name = decoded.name_any();
-    let namespace = decoded.namespace().ok_or_else(|| Error::NoNamespace {
-        object: name.clone(),
-    })?;
-    if decoded.meta().deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
-    }
-    let plan = plan::unreadable(&name, unreadable, &Time(Timestamp::now()));
-    if let Some(status) = &plan.status {
-        write_status(decoded.meta(), &namespace, status, ctx).await?;
-        ctx.metrics
-            .unreadable
-            .get_or_create(&KindLabels {
-                framework: FRAMEWORK.to_owned(),
-            })
-            .inc();
-    }
-    report::report_as(decoded, FRAMEWORK, &plan.happened, ctx).await;
-    Ok(Action::await_change())
 }
