@@ -233,7 +233,7 @@ fn render_trainjob(
             ))
         })?;
     // Only an MPI runtime needs a key, as for an MPIJob.
-    let key = if trainer::uses_ssh(runtime.spec) {
+    let key = if trainer::ssh_secret(&job.name_any(), runtime.spec).is_some() {
         Some(SshKeyPair::generate()?)
     } else {
         None

@@ -328,10 +328,9 @@ async fn compile(
         name: runtime_name,
         spec: runtime.spec(),
     };
-    let ssh_key = if trainer::uses_ssh(resolved.spec) {
-        new_ssh_key(job, namespace, ctx).await?
-    } else {
-        None
+    let ssh_key = match trainer::ssh_secret(&name, resolved.spec) {
+        Some(secret) => new_ssh_key(&secret, namespace, ctx).await?,
+        None => None,
     };
     Ok(trainer::compile_trainjob(job, &resolved, ssh_key.as_ref())
         .map(|objects| Compiled {
@@ -341,17 +340,17 @@ async fn compile(
         .map_err(|error| plan::invalid(&name, error)))
 }
 
-/// A key pair for the TrainJob's SSH Secret, unless that (immutable) Secret exists already.
+/// A key pair for the TrainJob's SSH Secret `name`, unless that (immutable) Secret exists
+/// already.
 async fn new_ssh_key(
-    job: &TrainJob,
+    name: &str,
     namespace: &str,
     ctx: &TrainJobContext,
 ) -> Result<Option<SshKeyPair>, Error> {
-    let name = trainer::ssh_auth_name(&job.name_any());
     let existing = Api::<Secret>::namespaced(ctx.base.client.clone(), namespace)
-        .get_metadata_opt(&name)
+        .get_metadata_opt(name)
         .await
-        .map_err(kube_error("getting Secret", &name))?;
+        .map_err(kube_error("getting Secret", name))?;
     match existing {
         Some(_) => Ok(None),
         None => Ok(Some(SshKeyPair::generate()?)),

@@ -2,7 +2,8 @@
 
 use k8s_openapi::api::core::v1::EnvVar;
 
-use super::{MlPolicy, Node, PORT};
+use super::PORT;
+use super::policy::{MlPolicy, Node};
 use crate::compile::env;
 
 pub struct Jax;

@@ -1,10 +1,9 @@
 //! Compiles a TrainJob and the runtime it names into one JobSet, as Trainer v2.3.0 builds it:
-//! the runtime's JobSet template with the TrainJob's runtime
-//! patches merged in order, `resourcesPerNode` merged into the trainer's `node` container, the
-//! node count, the ML policy's env and port (one file per policy behind [`MlPolicy`]), the
-//! initializers' and the trainer's settings, suspension and ownership; for MPI runtimes also the
-//! hostfile ConfigMap and the SSH Secret; torchtune's `tune run` command. Pure, like the v1
-//! compiler. Not yet: the Flux policy.
+//! the runtime's JobSet template with the TrainJob's runtime patches merged in order, then the
+//! ML policy's extension points in Trainer's order (validate, node count, env, pod spec, build;
+//! one file per policy behind [`policy::MlPolicy`]), `resourcesPerNode` merged into the
+//! trainer's `node` container, the initializers' and the trainer's settings, suspension and
+//! ownership. Pure, like the v1 compiler. Not yet: the Flux policy.
 
 mod initializers;
 mod jax;
@@ -12,6 +11,8 @@ mod merge;
 mod mpi;
 mod patch;
 mod plain;
+mod policies;
+mod policy;
 mod procs;
 mod resources;
 pub mod snapshot;
@@ -19,19 +20,18 @@ mod torch;
 mod torchtune;
 mod xgboost;
 
-use std::collections::BTreeMap;
-
-use jobset_types::{JobSet, JobSetSpec, ReplicatedJob};
+use jobset_types::{JobSet, ReplicatedJob};
 use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
 use super::meta::{MANAGED_BY, Owner, TRAINSET};
-use super::ssh::{SshKeyPair, ssh_auth_secret};
+use super::ssh::SshKeyPair;
 use super::{CompileError, Compiled};
-use crate::api::trainer::{GROUP, MLPolicy, TrainJob, Trainer, TrainingRuntimeSpec};
+use crate::api::trainer::{GROUP, TrainJob, Trainer, TrainingRuntimeSpec};
 use initializers::{build_initializer, check_initializers};
 use patch::{Patched, patched};
+use policy::{Beside, MlPolicy, Node, NodeCounts};
 use resources::{devices, merged_resources, trainer_resources};
 
 /// Binds a replicated job (on its Job template's labels) to a part of the TrainJob.
@@ -95,76 +95,6 @@ pub struct Runtime<'a> {
     pub kind: RuntimeKind,
     pub name: &'a str,
     pub spec: &'a TrainingRuntimeSpec,
-}
-
-/// What a policy knows of the trainer's nodes.
-pub struct Node<'a> {
-    job: &'a str,
-    /// The runtime's name (torchtune reads the model from it).
-    pub runtime: &'a str,
-    /// Pods of the trainer's replicated job.
-    pub count: i32,
-    pub trainer: Option<&'a Trainer>,
-    /// GPUs and CPUs (rounded up) per node, from the `node` container's merged resources.
-    pub gpus: i64,
-    pub cpus: i64,
-}
-
-impl Node<'_> {
-    /// `<job>-node-0-0.<job>`: the first node's address, where rendezvous happens.
-    pub fn first_host(&self) -> String {
-        format!("{0}-{NODE}-0-0.{0}", self.job)
-    }
-}
-
-/// What an ML policy adds to the trainer's `node` container, and to other containers.
-trait MlPolicy {
-    /// Env names `spec.trainer.env` may not set.
-    fn reserved(&self) -> &'static [&'static str];
-    fn port(&self) -> Option<i32>;
-    fn env(&self, node: &Node<'_>) -> Vec<EnvVar>;
-
-    /// The trainer's command when the policy writes it (torchtune's `tune run`), given the
-    /// runtime's `node` command; `None` leaves `spec.trainer.command` (or the runtime's) as is.
-    fn command(
-        &self,
-        _node: &Node<'_>,
-        _runtime_command: &[String],
-    ) -> Result<Option<Vec<String>>, CompileError> {
-        Ok(None)
-    }
-
-    /// What the policy adds to containers other than the trainer's (torch's `envInjection`).
-    fn inject(&self, _spec: &mut JobSetSpec, _node: &Node<'_>) -> Result<(), CompileError> {
-        Ok(())
-    }
-}
-
-fn policy(spec: &TrainingRuntimeSpec) -> Result<Box<dyn MlPolicy + '_>, CompileError> {
-    let Some(ml) = &spec.ml_policy else {
-        return Ok(Box::new(plain::Plain));
-    };
-    let unsupported = |policy: &str| {
-        CompileError::invalid(
-            "spec.runtimeRef",
-            format!("the runtime's mlPolicy.{policy} is not supported by trainset yet"),
-        )
-    };
-    if let Some(source) = &ml.mpi {
-        return Ok(Box::new(mpi::Mpi::new(source)?));
-    }
-    if ml.flux.is_some() {
-        return Err(unsupported("flux"));
-    }
-    Ok(if let Some(source) = &ml.torch {
-        Box::new(torch::Torch { source })
-    } else if ml.jax.is_some() {
-        Box::new(jax::Jax)
-    } else if ml.xgboost.is_some() {
-        Box::new(xgboost::XGBoost)
-    } else {
-        Box::new(plain::Plain)
-    })
 }
 
 fn malformed(path: &str, error: &serde_json::Error) -> CompileError {
@@ -250,48 +180,25 @@ fn build_trainer(
     Ok(())
 }
 
-/// Whether the runtime's pods reach each other by SSH (an MPI runtime): compiling then makes the
-/// SSH Secret from a key pair.
-pub fn uses_ssh(runtime: &TrainingRuntimeSpec) -> bool {
-    runtime.ml_policy.as_ref().is_some_and(|m| m.mpi.is_some())
+/// The name of the immutable SSH Secret the runtime's policy builds for the TrainJob `job` (an
+/// MPI runtime's `<trainjob>-mpi-ssh-auth`), if any; compiling makes it only when given a key.
+pub fn ssh_secret(job: &str, runtime: &TrainingRuntimeSpec) -> Option<String> {
+    policies::select(runtime).ok()?.ssh_secret(job)
 }
 
-/// The SSH Secret's name for the TrainJob `job`.
-pub fn ssh_auth_name(job: &str) -> String {
-    mpi::ssh_auth_name(job)
-}
-
-/// The TrainJob's JobSet, and for an MPI runtime its hostfile ConfigMap `<trainjob>-mpi-hostfile`
-/// and, given `ssh_key`, its SSH Secret `<trainjob>-mpi-ssh-auth` (the controller gives a key
-/// only while that immutable Secret does not exist).
+/// The TrainJob's JobSet, and the objects its runtime's policy builds beside it (for MPI the
+/// hostfile ConfigMap `<trainjob>-mpi-hostfile` and, given `ssh_key`, the SSH Secret
+/// [`ssh_secret`] names; the controller gives a key only while that Secret does not exist).
 pub fn compile_trainjob(
     job: &TrainJob,
     runtime: &Runtime<'_>,
     ssh_key: Option<&SshKeyPair>,
 ) -> Result<Compiled, CompileError> {
     let name = job.name_any();
-    let policy = policy(runtime.spec)?;
+    let policy = policies::select(runtime.spec)?;
     let trainer = job.spec.trainer.as_ref();
     if let Some(trainer) = trainer {
-        for (i, var) in trainer.env.iter().enumerate() {
-            if policy.reserved().contains(&var.name.as_str()) {
-                return Err(CompileError::invalid(
-                    format!("spec.trainer.env[{i}].name"),
-                    format!("{} is set by the runtime's ML policy", var.name),
-                ));
-            }
-        }
-        for (field, value) in [
-            ("numNodes", trainer.num_nodes),
-            ("numProcPerNode", trainer.num_proc_per_node),
-        ] {
-            if value.is_some_and(|v| v < 1) {
-                return Err(CompileError::invalid(
-                    format!("spec.trainer.{field}"),
-                    "must be at least 1",
-                ));
-            }
-        }
+        validate(trainer, policy.reserved())?;
     }
     let Patched {
         mut spec,
@@ -301,41 +208,38 @@ pub fn compile_trainjob(
     labels.insert(MANAGED_BY.to_owned(), TRAINSET.to_owned());
     check_initializers(job, &spec)?;
     let ml = runtime.spec.ml_policy.as_ref();
-    let mpi = ml
-        .and_then(|m| m.mpi.as_ref())
-        .map(mpi::Mpi::new)
-        .transpose()?;
-    let num_nodes = trainer.and_then(|t| t.num_nodes);
+    let counts = NodeCounts {
+        requested: trainer.and_then(|t| t.num_nodes),
+        runtime: ml.and_then(|m| m.num_nodes),
+    };
+    let pod_count = |replicated: &ReplicatedJob| {
+        policy
+            .pod_count(replicated, &counts)
+            .unwrap_or_else(|| default_pod_count(replicated, &counts, ml.is_some()))
+            .max(1)
+    };
     let resources = match trainer {
         Some(trainer) => merged_resources(trainer_resources(&spec), trainer)?,
         None => trainer_resources(&spec).cloned(),
     };
     let (gpus, cpus) = devices(resources.as_ref());
-    let facts = Node {
+    let node = Node {
         job: &name,
         runtime: runtime.name,
         count: spec
             .replicated_jobs
             .iter()
             .find(|r| step(r) == Some(TRAINER_STEP))
-            .map_or(1, |r| pod_count(r, num_nodes, ml, mpi.as_ref())),
+            .map_or(1, pod_count),
         trainer,
         gpus,
         cpus,
     };
-    let slots = match &mpi {
-        Some(mpi) => {
-            let slots = mpi.slots(trainer.and_then(|t| t.num_proc_per_node), gpus);
-            mpi.attach(&mut spec, &name, slots);
-            slots
-        }
-        None => 0,
-    };
+    policy.pod_spec(&mut spec, &node)?;
 
     for replicated in &mut spec.replicated_jobs {
-        let count = pod_count(replicated, num_nodes, ml, mpi.as_ref());
+        let count = pod_count(replicated);
         let ancestor = step(replicated).map(str::to_owned);
-        let is_node = replicated.name == NODE;
         let job_spec = replicated
             .template
             .spec
@@ -353,8 +257,8 @@ pub fn compile_trainjob(
         match ancestor.as_deref() {
             Some(TRAINER_STEP) => {
                 replicated.replicas = Some(1);
-                if let Some(node) = container(replicated, NODE) {
-                    build_trainer(node, ml.is_some(), policy.as_ref(), &facts)?;
+                if let Some(container) = container(replicated, NODE) {
+                    build_trainer(container, ml.is_some(), policy.as_ref(), &node)?;
                 }
             }
             Some(step @ (DATASET_INITIALIZER | MODEL_INITIALIZER)) => {
@@ -370,18 +274,9 @@ pub fn compile_trainjob(
                     build_initializer(container, source);
                 }
             }
-            // With `runLauncherAsNode` the `node` pods are trainers too: the trainer's
-            // resources and env reach them (kubeflow/trainer#3602).
-            _ if is_node && mpi.as_ref().is_some_and(|m| m.launcher_is_node()) => {
-                if let (Some(trainer), Some(node)) = (trainer, container(replicated, NODE)) {
-                    node.resources = merged_resources(node.resources.as_ref(), trainer)?;
-                    upsert(node, &trainer.env);
-                }
-            }
             _ => {}
         }
     }
-    policy.inject(&mut spec, &facts)?;
     spec.suspend = job.spec.suspend;
     super::bounds::pod_names(
         &name,
@@ -398,14 +293,7 @@ pub fn compile_trainjob(
         namespace: job.namespace().unwrap_or_default(),
         uid: job.uid(),
     };
-    let hostfile = mpi
-        .as_ref()
-        .map(|mpi| mpi.hostfile(&spec, &owner, slots))
-        .transpose()?;
-    let ssh_auth = ssh_key.filter(|_| mpi.is_some()).map(|key| {
-        let labels = BTreeMap::from([(MANAGED_BY.to_owned(), TRAINSET.to_owned())]);
-        ssh_auth_secret(owner.object_meta(ssh_auth_name(&name), labels), key)
-    });
+    let Beside { config_map, secret } = policy.build(&spec, &owner, &node, ssh_key)?;
     let jobset = JobSet {
         metadata: ObjectMeta {
             annotations: (!annotations.is_empty()).then_some(annotations),
@@ -416,37 +304,51 @@ pub fn compile_trainjob(
     };
     Ok(Compiled {
         jobset,
-        config_map: hostfile,
-        secret: ssh_auth,
+        config_map,
+        secret,
     })
 }
 
-/// Pods of a replicated job: the trainer's from `numNodes` (the TrainJob's, else the runtime's;
-/// with MPI the runtime's alone, as the nodes are the `node` job's), MPI's `node` job's from
-/// the policy, any other's its own parallelism. The admission policy of `crate::trainjob_names`
-/// counts the same way in CEL.
-fn pod_count(
-    replicated: &ReplicatedJob,
-    num_nodes: Option<i32>,
-    ml: Option<&MLPolicy>,
-    mpi: Option<&mpi::Mpi<'_>>,
-) -> i32 {
+/// The TrainJob's own trainer settings, before anything is built: no variable the policy sets,
+/// and at least one node and process per node.
+fn validate(trainer: &Trainer, reserved: &[&str]) -> Result<(), CompileError> {
+    for (i, var) in trainer.env.iter().enumerate() {
+        if reserved.contains(&var.name.as_str()) {
+            return Err(CompileError::invalid(
+                format!("spec.trainer.env[{i}].name"),
+                format!("{} is set by the runtime's ML policy", var.name),
+            ));
+        }
+    }
+    for (field, value) in [
+        ("numNodes", trainer.num_nodes),
+        ("numProcPerNode", trainer.num_proc_per_node),
+    ] {
+        if value.is_some_and(|v| v < 1) {
+            return Err(CompileError::invalid(
+                format!("spec.trainer.{field}"),
+                "must be at least 1",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Pods of a replicated job where the policy does not decide them: the trainer's from
+/// `numNodes` (the TrainJob's, else the runtime's when it has an ML policy), any other's its own
+/// parallelism. The admission policy of `crate::trainjob_names` counts the same way in CEL.
+fn default_pod_count(replicated: &ReplicatedJob, counts: &NodeCounts, with_policy: bool) -> i32 {
     let parallelism = replicated
         .template
         .spec
         .as_ref()
         .and_then(|s| s.parallelism)
         .unwrap_or(1);
-    let runtime_nodes = ml.and_then(|m| m.num_nodes);
-    match (step(replicated), mpi) {
-        (Some(TRAINER_STEP), Some(_)) => runtime_nodes.unwrap_or(1),
-        (Some(TRAINER_STEP), None) => num_nodes
-            .or(ml.map(|_| runtime_nodes.unwrap_or(1)))
+    match step(replicated) {
+        Some(TRAINER_STEP) => counts
+            .requested
+            .or(with_policy.then(|| counts.runtime.unwrap_or(1)))
             .unwrap_or(parallelism),
-        (_, Some(mpi)) if replicated.name == NODE => {
-            mpi.node_count(num_nodes).unwrap_or(parallelism)
-        }
         _ => parallelism,
     }
-    .max(1)
 }

@@ -7,20 +7,23 @@ use std::collections::BTreeMap;
 
 use jobset_types::{JobSetSpec, ReplicatedJob};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, EnvVar, KeyToPath, PodSpec, SecretVolumeSource, Volume,
-    VolumeMount,
+    ConfigMap, ConfigMapVolumeSource, KeyToPath, PodSpec, SecretVolumeSource, Volume, VolumeMount,
 };
 
-use super::{MlPolicy, NODE, Node, upsert};
+use super::policy::{Beside, MlPolicy, Node, NodeCounts};
+use super::resources::merged_resources;
+use super::{DATASET_INITIALIZER, MODEL_INITIALIZER, NODE, TRAINER_STEP, container, step, upsert};
 use crate::api::limits::MAX_TOTAL_REPLICAS;
 use crate::api::trainer::MPIMLPolicySource;
 use crate::compile::CompileError;
 use crate::compile::env;
 use crate::compile::meta::{MANAGED_BY, Owner, TRAINSET};
-use crate::compile::ssh::{HOSTFILE, SSH_ARGS, SSH_PRIVATE_KEY, SSH_PUBLIC_KEY};
+use crate::compile::ssh::{
+    HOSTFILE, SSH_ARGS, SSH_PRIVATE_KEY, SSH_PUBLIC_KEY, SshKeyPair, ssh_auth_secret,
+};
 
 /// The replicated job that runs `mpirun`.
-pub const LAUNCHER: &str = "launcher";
+const LAUNCHER: &str = "launcher";
 const SSH_AUTH_VOLUME: &str = "mpi-ssh-auth";
 const HOSTFILE_VOLUME: &str = "mpi-hostfile";
 const DEFAULT_SSH_PATH: &str = "/root/.ssh";
@@ -31,12 +34,12 @@ const DEFAULT_SLOTS_ENV: &str = "OMPI_MCA_orte_set_default_slots";
 const RESERVED: &[&str] = &[HOSTFILE_ENV, RSH_ARGS_ENV, KEEP_FQDN_ENV, DEFAULT_SLOTS_ENV];
 
 /// `<trainjob>-mpi-ssh-auth`.
-pub fn ssh_auth_name(job: &str) -> String {
+fn ssh_auth_name(job: &str) -> String {
     format!("{job}-mpi-ssh-auth")
 }
 
 /// `<trainjob>-mpi-hostfile`.
-pub fn hostfile_name(job: &str) -> String {
+fn hostfile_name(job: &str) -> String {
     format!("{job}-mpi-hostfile")
 }
 
@@ -49,13 +52,69 @@ impl MlPolicy for Mpi<'_> {
         RESERVED
     }
 
-    fn port(&self) -> Option<i32> {
-        None
+    /// The trainer's replicated job (the launcher) keeps the runtime's count, as the nodes are
+    /// the `node` job's: `trainer.numNodes` of them, one fewer when the launcher is a node too.
+    fn pod_count(&self, replicated: &ReplicatedJob, counts: &NodeCounts) -> Option<i32> {
+        if step(replicated) == Some(TRAINER_STEP) {
+            Some(counts.runtime.unwrap_or(1))
+        } else if replicated.name == NODE {
+            counts.requested.map(|n| {
+                if self.launcher_is_node() {
+                    (n - 1).max(1)
+                } else {
+                    n
+                }
+            })
+        } else {
+            None
+        }
     }
 
-    /// The launcher's OpenMPI env is the launcher's, not the trainer's: [`Mpi::attach`].
-    fn env(&self, _node: &Node<'_>) -> Vec<EnvVar> {
-        Vec::new()
+    /// The SSH key's volume on the `node` and `launcher` pods, mounted in their `node`
+    /// containers; on the launcher also the hostfile, at `/etc/mpi`, and OpenMPI's env. With
+    /// `runLauncherAsNode` the `node` pods are trainers too: the trainer's resources and env
+    /// reach them (kubeflow/trainer#3602).
+    fn pod_spec(&self, spec: &mut JobSetSpec, node: &Node<'_>) -> Result<(), CompileError> {
+        let slots = self.slots(node);
+        for replicated in &mut spec.replicated_jobs {
+            if replicated.name == LAUNCHER || replicated.name == NODE {
+                self.attach(replicated, node.job, slots);
+            }
+            let trains_too = replicated.name == NODE
+                && self.launcher_is_node()
+                && !matches!(
+                    step(replicated),
+                    Some(TRAINER_STEP | DATASET_INITIALIZER | MODEL_INITIALIZER)
+                );
+            if let (true, Some(trainer), Some(container)) =
+                (trains_too, node.trainer, container(replicated, NODE))
+            {
+                container.resources = merged_resources(container.resources.as_ref(), trainer)?;
+                upsert(container, &trainer.env);
+            }
+        }
+        Ok(())
+    }
+
+    fn ssh_secret(&self, job: &str) -> Option<String> {
+        Some(ssh_auth_name(job))
+    }
+
+    /// The hostfile ConfigMap, and the SSH Secret when given a key.
+    fn build(
+        &self,
+        spec: &JobSetSpec,
+        owner: &Owner,
+        node: &Node<'_>,
+        ssh_key: Option<&SshKeyPair>,
+    ) -> Result<Beside, CompileError> {
+        let labels = BTreeMap::from([(MANAGED_BY.to_owned(), TRAINSET.to_owned())]);
+        Ok(Beside {
+            config_map: Some(self.hostfile(spec, owner, self.slots(node))?),
+            secret: ssh_key.map(|key| {
+                ssh_auth_secret(owner.object_meta(ssh_auth_name(&owner.name), labels), key)
+            }),
+        })
     }
 }
 
@@ -74,37 +133,25 @@ impl<'a> Mpi<'a> {
     }
 
     /// Whether the launcher is also a node of the hostfile.
-    pub fn launcher_is_node(&self) -> bool {
+    fn launcher_is_node(&self) -> bool {
         self.source.run_launcher_as_node == Some(true)
-    }
-
-    /// Pods of the `node` replicated job for `trainer.numNodes` nodes: one fewer when the
-    /// launcher is a node too (at least one); `None` keeps the runtime's.
-    pub fn node_count(&self, num_nodes: Option<i32>) -> Option<i32> {
-        num_nodes.map(|n| {
-            if self.launcher_is_node() {
-                (n - 1).max(1)
-            } else {
-                n
-            }
-        })
     }
 
     /// Slots per node: `trainer.numProcPerNode`, else the runtime's (default 1); a 1 becomes the
     /// GPU count when a node has more than one.
-    pub fn slots(&self, num_proc_per_node: Option<i32>, gpus: i64) -> i32 {
-        match num_proc_per_node {
+    fn slots(&self, node: &Node<'_>) -> i32 {
+        match node.trainer.and_then(|t| t.num_proc_per_node) {
             Some(count) => count,
             None => match self.source.num_proc_per_node.unwrap_or(1) {
-                1 if gpus > 1 => i32::try_from(gpus).unwrap_or(i32::MAX),
+                1 if node.gpus > 1 => i32::try_from(node.gpus).unwrap_or(i32::MAX),
                 count => count,
             },
         }
     }
 
-    /// The SSH key's volume on the `node` and `launcher` pods, mounted in their `node`
-    /// containers; on the launcher also the hostfile, at `/etc/mpi`, and OpenMPI's env.
-    pub fn attach(&self, spec: &mut JobSetSpec, job: &str, slots: i32) {
+    /// The key's volume and mount on a `node` or `launcher` pod; on the launcher also the
+    /// hostfile's and OpenMPI's env.
+    fn attach(&self, replicated: &mut ReplicatedJob, job: &str, slots: i32) {
         let ssh_path = self
             .source
             .ssh_auth_mount_path
@@ -112,32 +159,27 @@ impl<'a> Mpi<'a> {
             .unwrap_or_else(|| DEFAULT_SSH_PATH.to_owned());
         let (hostfile_dir, hostfile_key) =
             HOSTFILE.rsplit_once('/').unwrap_or(("/etc/mpi", HOSTFILE));
-        for replicated in &mut spec.replicated_jobs {
-            let launcher = replicated.name == LAUNCHER;
-            if !launcher && replicated.name != NODE {
-                continue;
-            }
-            let Some(pod) = pod_spec(replicated) else {
-                continue;
-            };
-            upsert_volume(pod, ssh_auth_volume(job));
+        let launcher = replicated.name == LAUNCHER;
+        let Some(pod) = pod_spec(replicated) else {
+            return;
+        };
+        upsert_volume(pod, ssh_auth_volume(job));
+        if launcher {
+            upsert_volume(pod, hostfile_volume(job, hostfile_key));
+        }
+        for container in pod.containers.iter_mut().filter(|c| c.name == NODE) {
+            upsert_mount(container, SSH_AUTH_VOLUME, &ssh_path);
             if launcher {
-                upsert_volume(pod, hostfile_volume(job, hostfile_key));
-            }
-            for container in pod.containers.iter_mut().filter(|c| c.name == NODE) {
-                upsert_mount(container, SSH_AUTH_VOLUME, &ssh_path);
-                if launcher {
-                    upsert_mount(container, HOSTFILE_VOLUME, hostfile_dir);
-                    upsert(
-                        container,
-                        &[
-                            env::value(HOSTFILE_ENV, HOSTFILE),
-                            env::value(KEEP_FQDN_ENV, "true"),
-                            env::value(DEFAULT_SLOTS_ENV, slots.to_string()),
-                            env::value(RSH_ARGS_ENV, SSH_ARGS),
-                        ],
-                    );
-                }
+                upsert_mount(container, HOSTFILE_VOLUME, hostfile_dir);
+                upsert(
+                    container,
+                    &[
+                        env::value(HOSTFILE_ENV, HOSTFILE),
+                        env::value(KEEP_FQDN_ENV, "true"),
+                        env::value(DEFAULT_SLOTS_ENV, slots.to_string()),
+                        env::value(RSH_ARGS_ENV, SSH_ARGS),
+                    ],
+                );
             }
         }
     }
@@ -145,7 +187,7 @@ impl<'a> Mpi<'a> {
     /// The hostfile ConfigMap: `<pod address> slots=<n>` for every pod of the `node` replicated
     /// job (and of the launcher's when it is a node), in the JobSet's order; at most
     /// [`MAX_TOTAL_REPLICAS`] lines.
-    pub fn hostfile(
+    fn hostfile(
         &self,
         spec: &JobSetSpec,
         owner: &Owner,

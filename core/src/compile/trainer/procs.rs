@@ -1,6 +1,6 @@
 //! How many processes each node runs, which torchrun and torchtune's command both take.
 
-use super::Node;
+use super::policy::Node;
 
 /// Processes per node, as torchrun's `--nproc-per-node` takes them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

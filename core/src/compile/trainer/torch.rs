@@ -5,8 +5,9 @@
 use jobset_types::JobSetSpec;
 use k8s_openapi::api::core::v1::{Container, EnvVar};
 
+use super::policy::{MlPolicy, Node};
 use super::procs::procs_per_node;
-use super::{MlPolicy, Node, PORT, torchtune, upsert};
+use super::{PORT, torchtune, upsert};
 use crate::api::trainer::TorchMLPolicySource;
 use crate::compile::{CompileError, env};
 
@@ -71,7 +72,7 @@ impl MlPolicy for Torch<'_> {
     /// Each `envInjection` target (a container or init container of a replicated job) gets the
     /// `PET_*` variables, the master's always: sidecars and init containers check or wait for
     /// the rendezvous host whatever the trainer's command.
-    fn inject(&self, spec: &mut JobSetSpec, node: &Node<'_>) -> Result<(), CompileError> {
+    fn pod_spec(&self, spec: &mut JobSetSpec, node: &Node<'_>) -> Result<(), CompileError> {
         let Some(injection) = &self.source.env_injection else {
             return Ok(());
         };

@@ -4,8 +4,9 @@
 //! the LoRA/QLoRA args, the rendezvous endpoint from the first node, and the paths the
 //! initializers fill from the runtime's own command. The TrainJob's args stay its args.
 
+use super::PORT;
+use super::policy::Node;
 use super::procs::{Procs, procs_per_node};
-use super::{Node, PORT};
 use crate::api::trainer::Trainer;
 use crate::compile::CompileError;
 
