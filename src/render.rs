@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 use crate::admission::{self, AdmissionError};
 use crate::api::trainer::{ClusterTrainingRuntime, TrainJob, TrainingRuntime, TrainingRuntimeSpec};
 use crate::compile::trainer::{self, Runtime, RuntimeKind};
-use crate::compile::{self, CompileError, Options, SshKeyPair};
+use crate::compile::{self, CompileError, Compiled, Options, SshKeyPair};
+use crate::kinds::{self, Served, Visitor, visit_all};
 
 /// Output format of `trainset render`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,12 +100,7 @@ pub fn render(
     }
     let mut objects = Vec::new();
     for (document, value) in jobs {
-        let rendered = if is_trainjob(&value) {
-            render_trainjob(document, value, namespace, &known)
-        } else {
-            render_one(document, value, namespace, cluster_domain)
-        };
-        match rendered {
+        match render_job(document, value, namespace, cluster_domain, &known) {
             Ok(compiled) => objects.extend(compiled),
             Err(error) => errors.push(error),
         }
@@ -137,10 +133,6 @@ fn documents(
         }
     }
     documents
-}
-
-fn is_trainjob(value: &Value) -> bool {
-    value["apiVersion"] == "trainer.kubeflow.org/v1alpha1" && value["kind"] == "TrainJob"
 }
 
 /// The runtimes a TrainJob may name: kind, namespace (none for a cluster runtime), name, spec.
@@ -204,88 +196,123 @@ impl Runtimes {
     }
 }
 
-fn render_trainjob(
-    document: usize,
-    value: Value,
-    namespace: &str,
-    runtimes: &Runtimes,
-) -> Result<Vec<Value>, RenderError> {
-    let name = value["metadata"]["name"]
-        .as_str()
-        .unwrap_or("<unnamed>")
-        .to_owned();
-    let refused = |source| RenderError::Compile {
-        document,
-        kind: "TrainJob".to_owned(),
-        name: name.clone(),
-        source,
-    };
-    let mut job: TrainJob = compile::parse(value).map_err(refused)?;
-    let namespace = job.namespace().unwrap_or_else(|| namespace.to_owned());
-    job.metadata.namespace = Some(namespace.clone());
-    let (kind, runtime_name) = trainer::runtime_ref(&job).map_err(refused)?;
-    let runtime = runtimes
-        .find(kind, &namespace, runtime_name)
-        .ok_or_else(|| {
-            refused(CompileError::invalid(
-                "spec.runtimeRef.name",
-                format!("no {kind} {runtime_name:?} among the runtimes given (--runtime FILE)"),
-            ))
-        })?;
-    // Only an MPI runtime needs a key, as for an MPIJob.
-    let key = if trainer::ssh_secret(&job.name_any(), runtime.spec).is_some() {
-        Some(SshKeyPair::generate()?)
-    } else {
-        None
-    };
-    trainer::compile_trainjob(&job, &runtime, key.as_ref())
-        .map_err(refused)?
-        .objects()
-        .map_err(|e| RenderError::Output(e.to_string()))
-}
-
-fn render_one(
+/// Renders one job document: refused as the apiserver would refuse it, else compiled by its
+/// kind's entry in the registry.
+fn render_job(
     document: usize,
     value: Value,
     namespace: &str,
     cluster_domain: Option<&str>,
+    runtimes: &Runtimes,
 ) -> Result<Vec<Value>, RenderError> {
     if !value.is_object() || !value["kind"].is_string() || !value["apiVersion"].is_string() {
         return Err(RenderError::NotAnObject { document });
     }
+    let api_version = value["apiVersion"].as_str().unwrap_or_default().to_owned();
     let kind = value["kind"].as_str().unwrap_or_default().to_owned();
     let name = value["metadata"]["name"]
         .as_str()
         .unwrap_or("<unnamed>")
         .to_owned();
-    // What the apiserver would refuse is refused here with the same rules.
     admission::admit(&value).map_err(|source| RenderError::Refused {
         document,
         kind: kind.clone(),
         name: name.clone(),
         source,
     })?;
-    // Only an MPIJob needs a key; generating one for every job would be wasted work.
-    let key = if kind == "MPIJob" {
-        Some(SshKeyPair::generate()?)
-    } else {
-        None
-    };
-    let options = Options {
-        default_namespace: Some(namespace),
-        ssh_key: key.as_ref(),
+    let mut by_kind = ByKind {
+        value: Some(value),
+        namespace,
         cluster_domain,
+        runtimes,
+        compiled: None,
     };
-    let compiled =
-        crate::kinds::compile_manifest(value, &options).map_err(|source| RenderError::Compile {
-            document,
-            kind: kind.clone(),
-            name: name.clone(),
-            source,
-        })?;
+    visit_all(&mut by_kind);
+    // Admission has refused any kind the registry does not list.
+    let compiled = by_kind.compiled.unwrap_or_else(|| {
+        Ok(Err(CompileError::NotATrainingKind {
+            kind: format!("{api_version}/{kind}"),
+            served: kinds::served(),
+        }))
+    })?;
+    let compiled = compiled.map_err(|source| RenderError::Compile {
+        document,
+        kind,
+        name,
+        source,
+    })?;
     compiled
         .objects()
         .map_err(|e| RenderError::Output(e.to_string()))
+}
+
+/// Compiles the document of whichever kind it is.
+struct ByKind<'a> {
+    value: Option<Value>,
+    namespace: &'a str,
+    cluster_domain: Option<&'a str>,
+    runtimes: &'a Runtimes,
+    compiled: Option<Result<Result<Compiled, CompileError>, RenderError>>,
+}
+
+impl Visitor for ByKind<'_> {
+    fn v1<K: Served>(&mut self) {
+        let Some(value) = self.value.take_if(|v| kinds::is::<K>(v)) else {
+            return;
+        };
+        // Generating a key for a kind that needs none would be wasted work.
+        let key = match K::NEEDS_SSH_KEY.then(SshKeyPair::generate).transpose() {
+            Ok(key) => key,
+            Err(error) => {
+                self.compiled = Some(Err(error.into()));
+                return;
+            }
+        };
+        let options = Options {
+            default_namespace: Some(self.namespace),
+            ssh_key: key.as_ref(),
+            cluster_domain: self.cluster_domain,
+        };
+        self.compiled = Some(Ok(
+            compile::parse::<K>(value).and_then(|job| job.compile(&options))
+        ));
+    }
+
+    fn trainer(&mut self) {
+        if let Some(value) = self.value.take_if(|v| kinds::is::<TrainJob>(v)) {
+            self.compiled = Some(compile_trainjob(value, self.namespace, self.runtimes));
+        }
+    }
+}
+
+/// A TrainJob against the runtime it names among `runtimes`.
+fn compile_trainjob(
+    value: Value,
+    namespace: &str,
+    runtimes: &Runtimes,
+) -> Result<Result<Compiled, CompileError>, RenderError> {
+    let mut job: TrainJob = match compile::parse(value) {
+        Ok(job) => job,
+        Err(error) => return Ok(Err(error)),
+    };
+    let namespace = job.namespace().unwrap_or_else(|| namespace.to_owned());
+    job.metadata.namespace = Some(namespace.clone());
+    let (kind, runtime_name) = match trainer::runtime_ref(&job) {
+        Ok(reference) => reference,
+        Err(error) => return Ok(Err(error)),
+    };
+    let Some(runtime) = runtimes.find(kind, &namespace, runtime_name) else {
+        return Ok(Err(CompileError::invalid(
+            "spec.runtimeRef.name",
+            format!("no {kind} {runtime_name:?} among the runtimes given (--runtime FILE)"),
+        )));
+    };
+    // Only an MPI runtime needs a key, as for an MPIJob.
+    let key = match trainer::ssh_secret(&job.name_any(), runtime.spec) {
+        Some(_) => Some(SshKeyPair::generate()?),
+        None => None,
+    };
+    Ok(trainer::compile_trainjob(&job, &runtime, key.as_ref()))
 }
 
 fn format_objects(objects: &[Value], format: Format) -> Result<String, RenderError> {

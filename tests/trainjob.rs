@@ -683,6 +683,21 @@ spec:
     }
 
     #[test]
+    fn a_trainjob_the_apiserver_would_refuse_is_refused_with_every_field_named() {
+        let job = TRAINJOB
+            .replace("name: mnist", "name: MNIST_v2")
+            .replace("trainer: {numNodes: 2}", "trainer: {numNodes: 2, gpus: 8}");
+        let errors = render(&job, RUNTIME, "team", None, Format::Yaml).expect_err("refused");
+        assert_eq!(
+            errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [
+                "document 1 (TrainJob MNIST_v2): unknown field \"spec.trainer.gpus\"; \
+                 metadata.name must match RFC 1035 DNS label format"
+            ]
+        );
+    }
+
+    #[test]
     fn a_missing_or_foreign_runtime_is_an_error_naming_the_field() {
         let errors = render(TRAINJOB, "", "team", None, Format::Yaml).expect_err("no runtime");
         assert_eq!(

@@ -5,7 +5,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use serde_json::{Value, json};
 
-use crate::api::trainer::{ClusterTrainingRuntime, TrainJob, TrainingRuntime};
+use crate::api::trainer::{ClusterTrainingRuntime, GROUP, TrainJob, TrainingRuntime};
 use crate::api::{TrainingJob, with_rules};
 use crate::kinds::{Served, Visitor, visit_all};
 
@@ -68,45 +68,46 @@ pub fn bound_integers(schema: &mut Value) {
     }
 }
 
-/// Builds the CRD of every served kind, or of the one named `only`.
-struct Build {
-    only: Option<String>,
-    crds: Vec<Result<CustomResourceDefinition, CrdError>>,
-}
+/// Builds the CRDs of every served kind, in the registry's order.
+struct Build(Vec<Result<CustomResourceDefinition, CrdError>>);
 
 impl Visitor for Build {
-    fn visit<K: Served>(&mut self) {
-        if self.only.as_deref().is_none_or(|kind| kind == K::kind(&())) {
-            self.crds.push(crd::<K>());
+    fn v1<K: Served>(&mut self) {
+        self.0.push(crd::<K>());
+    }
+
+    fn trainer(&mut self) {
+        match trainer() {
+            Ok(crds) => self.0.extend(crds.into_iter().map(Ok)),
+            Err(error) => self.0.push(Err(error)),
         }
     }
 }
 
 /// Every CRD trainset serves, in a fixed order: the v1 kinds', then Trainer v2's.
 pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
-    let mut crds = v1()?;
-    crds.extend(trainer()?);
-    Ok(crds)
+    let mut build = Build(Vec::new());
+    visit_all(&mut build);
+    build.0.into_iter().collect()
 }
 
 /// The CRDs of the six v1 kinds, in a fixed order.
 pub fn v1() -> Result<Vec<CustomResourceDefinition>, CrdError> {
-    let mut build = Build {
-        only: None,
-        crds: Vec::new(),
-    };
-    visit_all(&mut build);
-    build.crds.into_iter().collect()
+    Ok(all()?
+        .into_iter()
+        .filter(|crd| crd.spec.group != GROUP)
+        .collect())
 }
 
 /// The CRD of one kind, or `None` when trainset does not serve it.
 pub fn of_kind(kind: &str) -> Option<Result<CustomResourceDefinition, CrdError>> {
-    let mut build = Build {
-        only: Some(kind.to_owned()),
-        crds: Vec::new(),
-    };
-    visit_all(&mut build);
-    build.crds.pop()
+    match all() {
+        Ok(crds) => crds
+            .into_iter()
+            .find(|crd| crd.spec.names.kind == kind)
+            .map(Ok),
+        Err(error) => Some(Err(error)),
+    }
 }
 
 /// The file a CRD is committed as under `crds/`: `<group>_<plural>.yaml`.

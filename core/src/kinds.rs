@@ -1,6 +1,8 @@
-//! Every training kind trainset serves, listed once. The CRDs, `render` and the controller visit
-//! this list, so adding a kind touches only [`visit_all`]; a manifest of any of them compiles
-//! through [`compile_manifest`].
+//! Every training kind trainset serves, listed once: the six kinds of the v1 family, each a
+//! profile of its own ([`Served`]), and the Trainer family, TrainJob with the runtimes it names.
+//! The CRDs, offline admission, `render` and the controller visit this list, so adding a kind
+//! touches only [`visit_all`] and the kind's own files; a v1 manifest compiles through
+//! [`compile_manifest`].
 
 use std::fmt::Debug;
 
@@ -9,6 +11,7 @@ use kube::Resource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::api::trainer::TrainJob;
 use crate::api::{JAXJob, MPIJob, PaddleJob, PyTorchJob, TFJob, TrainingJob, XGBoostJob};
 use serde_json::Value;
 
@@ -46,31 +49,50 @@ impl<K> Served for K where
 
 /// Something done once per served kind.
 pub trait Visitor {
-    fn visit<K: Served>(&mut self);
+    /// One kind of the v1 family (`kubeflow.org`).
+    fn v1<K: Served>(&mut self);
+    /// The Trainer family (`trainer.kubeflow.org`): TrainJob, compiled against the
+    /// TrainingRuntime or ClusterTrainingRuntime it names.
+    fn trainer(&mut self);
 }
 
 /// Visits every served kind, in a fixed order.
 pub fn visit_all(visitor: &mut impl Visitor) {
-    visitor.visit::<TFJob>();
-    visitor.visit::<PyTorchJob>();
-    visitor.visit::<XGBoostJob>();
-    visitor.visit::<PaddleJob>();
-    visitor.visit::<JAXJob>();
-    visitor.visit::<MPIJob>();
+    visitor.v1::<TFJob>();
+    visitor.v1::<PyTorchJob>();
+    visitor.v1::<XGBoostJob>();
+    visitor.v1::<PaddleJob>();
+    visitor.v1::<JAXJob>();
+    visitor.v1::<MPIJob>();
+    visitor.trainer();
+}
+
+/// Whether `manifest` is an object of kind `K` at `K`'s apiVersion.
+pub fn is<K: Resource<DynamicType = ()>>(manifest: &Value) -> bool {
+    manifest["apiVersion"] == K::api_version(&()).as_ref()
+        && manifest["kind"] == K::kind(&()).as_ref()
 }
 
 /// The served kinds and versions as error messages name them:
 /// `TFJob, PyTorchJob, ... at kubeflow.org/v1; MPIJob at kubeflow.org/v2beta1`.
 pub fn served() -> String {
     struct Names(Vec<(String, Vec<String>)>);
-    impl Visitor for Names {
-        fn visit<K: Served>(&mut self) {
+    impl Names {
+        fn add<K: Resource<DynamicType = ()>>(&mut self) {
             let version = K::api_version(&()).into_owned();
             let kind = K::kind(&()).into_owned();
             match self.0.last_mut() {
                 Some((last, kinds)) if *last == version => kinds.push(kind),
                 _ => self.0.push((version, vec![kind])),
             }
+        }
+    }
+    impl Visitor for Names {
+        fn v1<K: Served>(&mut self) {
+            self.add::<K>();
+        }
+        fn trainer(&mut self) {
+            self.add::<TrainJob>();
         }
     }
     let mut names = Names(Vec::new());
@@ -83,7 +105,8 @@ pub fn served() -> String {
     groups.join("; ")
 }
 
-/// Compiles a manifest of any training kind, read as JSON.
+/// Compiles a manifest of a v1 kind, read as JSON. A TrainJob compiles only against its
+/// runtime: `compile::trainer::compile_trainjob`.
 pub fn compile_manifest(manifest: Value, options: &Options<'_>) -> Result<Compiled, CompileError> {
     struct ByKind<'a> {
         manifest: Option<Value>,
@@ -91,14 +114,18 @@ pub fn compile_manifest(manifest: Value, options: &Options<'_>) -> Result<Compil
         compiled: Option<Result<Compiled, CompileError>>,
     }
     impl Visitor for ByKind<'_> {
-        fn visit<K: Served>(&mut self) {
-            let is_kind = self.manifest.as_ref().is_some_and(|m| {
-                m["apiVersion"] == K::api_version(&()).as_ref()
-                    && m["kind"] == K::kind(&()).as_ref()
-            });
-            if let Some(manifest) = self.manifest.take_if(|_| is_kind) {
+        fn v1<K: Served>(&mut self) {
+            if let Some(manifest) = self.manifest.take_if(|m| is::<K>(m)) {
                 self.compiled =
                     Some(parse::<K>(manifest).and_then(|job| job.compile(self.options)));
+            }
+        }
+        fn trainer(&mut self) {
+            if self.manifest.take_if(|m| is::<TrainJob>(m)).is_some() {
+                self.compiled = Some(Err(CompileError::invalid(
+                    "spec.runtimeRef",
+                    "a TrainJob compiles only against the runtime it names",
+                )));
             }
         }
     }
@@ -128,7 +155,7 @@ mod tests {
         assert_eq!(
             super::served(),
             "TFJob, PyTorchJob, XGBoostJob, PaddleJob, JAXJob at kubeflow.org/v1; \
-             MPIJob at kubeflow.org/v2beta1"
+             MPIJob at kubeflow.org/v2beta1; TrainJob at trainer.kubeflow.org/v1alpha1"
         );
     }
 }

@@ -261,13 +261,16 @@ fn confined(pod: &RunningPod) {
     );
 }
 
-/// Each served kind's `framework` metrics label.
+/// Each v1 kind's `framework` metrics label.
 struct Frameworks(Vec<(String, &'static str)>);
 
 impl Visitor for Frameworks {
-    fn visit<K: Served>(&mut self) {
+    fn v1<K: Served>(&mut self) {
         self.0.push((K::kind(&()).into_owned(), K::FRAMEWORK));
     }
+
+    /// A TrainJob's label is its runtime's framework, not its kind's.
+    fn trainer(&mut self) {}
 }
 
 /// Every example runs to `Succeeded`, and `/metrics` has a reconcile series per framework.

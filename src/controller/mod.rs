@@ -241,20 +241,47 @@ pub async fn run(
         status_writes: Default::default(),
     });
 
+    // TrainJobs are served when the Trainer CRDs were installed before trainset started.
+    let trainjobs_served = trainer::served(&client)
+        .await
+        .map_err(|source| Error::Kube {
+            action: "asking the apiserver whether it serves",
+            object: "TrainJobs".to_owned(),
+            source,
+        })?;
+
     /// Each kind's controller, not yet started, subscribed to the shared watches.
     struct Controllers<'a> {
         ctx: &'a Arc<Context>,
         watches: &'a mut caches::Watches,
         config: ControllerConfig,
         shutdown: &'a Shutdown,
+        trainjobs_served: bool,
         all: Vec<BoxFuture<'static, ()>>,
     }
     impl Visitor for Controllers<'_> {
-        fn visit<K: Served>(&mut self) {
+        fn v1<K: Served>(&mut self) {
             let triggers = self.watches.triggers::<K>();
             let run = v1::controller::<K>(
                 self.ctx.clone(),
                 triggers,
+                self.config.clone(),
+                self.shutdown.clone(),
+            );
+            self.all.push(run.boxed());
+        }
+
+        fn trainer(&mut self) {
+            if !self.trainjobs_served {
+                tracing::warn!(
+                    "the apiserver serves no TrainJobs (trainer.kubeflow.org CRDs not installed): \
+                     TrainJobs are not served until trainset restarts after they are"
+                );
+                return;
+            }
+            let run = trainer::run(
+                self.ctx.clone(),
+                self.watches.jobset_trigger("TrainJob"),
                 self.config.clone(),
                 self.shutdown.clone(),
             );
@@ -266,33 +293,11 @@ pub async fn run(
         watches: &mut watches,
         config: ControllerConfig::default().concurrency(settings.max_concurrent_reconciles),
         shutdown: &shutdown,
+        trainjobs_served,
         all: Vec::new(),
     };
     visit_all(&mut controllers);
-    let mut controllers = controllers.all;
-    // TrainJobs are served when the Trainer CRDs were installed before trainset started.
-    match trainer::served(&client).await {
-        Ok(true) => controllers.push(
-            trainer::run(
-                ctx.clone(),
-                watches.jobset_trigger("TrainJob"),
-                ControllerConfig::default().concurrency(settings.max_concurrent_reconciles),
-                shutdown.clone(),
-            )
-            .boxed(),
-        ),
-        Ok(false) => tracing::warn!(
-            "the apiserver serves no TrainJobs (trainer.kubeflow.org CRDs not installed): \
-             TrainJobs are not served until trainset restarts after they are"
-        ),
-        Err(source) => {
-            return Err(Error::Kube {
-                action: "asking the apiserver whether it serves",
-                object: "TrainJobs".to_owned(),
-                source,
-            });
-        }
-    }
+    let controllers = controllers.all;
 
     let caches = ctx.caches.clone();
     watches.start(&client, &readiness, shutdown.clone());
