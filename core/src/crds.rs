@@ -2,7 +2,7 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-use kube::CustomResourceExt;
+use kube::{CustomResourceExt, Resource};
 use serde_json::{Value, json};
 
 use crate::api::trainer::{ClusterTrainingRuntime, GROUP, TrainJob, TrainingRuntime};
@@ -68,27 +68,56 @@ pub fn bound_integers(schema: &mut Value) {
     }
 }
 
-/// Builds the CRDs of every served kind, in the registry's order.
-struct Build(Vec<Result<CustomResourceDefinition, CrdError>>);
+/// Builds the CRDs of every served kind in the registry's order, or only the one of kind `only`
+/// (building a CRD generates its schema, which is not cheap).
+struct Build {
+    only: Option<String>,
+    crds: Vec<Result<CustomResourceDefinition, CrdError>>,
+}
+
+impl Build {
+    fn wants(&self, kind: &str) -> bool {
+        self.only.as_deref().is_none_or(|only| only == kind)
+    }
+}
 
 impl Visitor for Build {
     fn v1<K: Served>(&mut self) {
-        self.0.push(crd::<K>());
+        if self.wants(&K::kind(&())) {
+            self.crds.push(crd::<K>());
+        }
     }
 
     fn trainer(&mut self) {
+        let kinds = [
+            TrainJob::kind(&()),
+            TrainingRuntime::kind(&()),
+            ClusterTrainingRuntime::kind(&()),
+        ];
+        if !kinds.iter().any(|kind| self.wants(kind)) {
+            return;
+        }
         match trainer() {
-            Ok(crds) => self.0.extend(crds.into_iter().map(Ok)),
-            Err(error) => self.0.push(Err(error)),
+            Ok(crds) => {
+                let wanted: Vec<_> = crds
+                    .into_iter()
+                    .filter(|crd| self.wants(&crd.spec.names.kind))
+                    .collect();
+                self.crds.extend(wanted.into_iter().map(Ok));
+            }
+            Err(error) => self.crds.push(Err(error)),
         }
     }
 }
 
 /// Every CRD trainset serves, in a fixed order: the v1 kinds', then Trainer v2's.
 pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
-    let mut build = Build(Vec::new());
+    let mut build = Build {
+        only: None,
+        crds: Vec::new(),
+    };
     visit_all(&mut build);
-    build.0.into_iter().collect()
+    build.crds.into_iter().collect()
 }
 
 /// The CRDs of the six v1 kinds, in a fixed order.
@@ -101,13 +130,12 @@ pub fn v1() -> Result<Vec<CustomResourceDefinition>, CrdError> {
 
 /// The CRD of one kind, or `None` when trainset does not serve it.
 pub fn of_kind(kind: &str) -> Option<Result<CustomResourceDefinition, CrdError>> {
-    match all() {
-        Ok(crds) => crds
-            .into_iter()
-            .find(|crd| crd.spec.names.kind == kind)
-            .map(Ok),
-        Err(error) => Some(Err(error)),
-    }
+    let mut build = Build {
+        only: Some(kind.to_owned()),
+        crds: Vec::new(),
+    };
+    visit_all(&mut build);
+    build.crds.pop()
 }
 
 /// The file a CRD is committed as under `crds/`: `<group>_<plural>.yaml`.

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-mod common;
+use crate::support as common;
 
 use common::compile_with_test_key;
 use trainset::render::{Format, render};
@@ -111,7 +111,7 @@ fn pytorch(name: &str, specs: &str) -> String {
 const WORKER: &str = "    Worker:\n      replicas: 1\n      template: {spec: {containers: [{name: pytorch, image: img}]}}\n";
 
 /// (what, input, text the error must contain). Schema and rule violations are the invalid
-/// corpus's (`tests/invalid.rs`); these are the inputs that are not training jobs at all.
+/// corpus's (`tests/it/invalid.rs`); these are the inputs that are not training jobs at all.
 fn invalid_inputs() -> Vec<(&'static str, String, &'static str)> {
     vec![
         (

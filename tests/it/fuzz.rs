@@ -5,7 +5,7 @@
 //! must give the same output, and the process's peak memory stays bounded.
 //!
 //! CI runs `TRAINSET_FUZZ_CASES` cases (default 3,000) from a fixed seed. The long run:
-//! `TRAINSET_FUZZ_CASES=1000000 cargo test --release --test fuzz -- --nocapture`
+//! `TRAINSET_FUZZ_CASES=1000000 cargo test --release --test it fuzz -- --nocapture`
 //! (`TRAINSET_FUZZ_SEED` picks another sequence); a failure prints the seed that reproduces it.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -20,7 +20,7 @@ use serde_json::{Map, Value, json};
 use trainset::admission;
 use trainset::status::{self, Observed, Subject};
 
-mod common;
+use crate::support as common;
 
 /// Peak resident memory the whole run may reach.
 const MAX_PEAK_RSS_KIB: u64 = 1 << 20;

@@ -1,9 +1,9 @@
 //! Over arbitrary specs, compilation never panics and is deterministic: the same input gives
 //! byte-identical output (the SSH key is an input, so it is fixed here).
 
+use crate::support as common;
 use proptest::prelude::*;
 use serde_json::{Value, json};
-mod common;
 
 use common::compile_with_test_key;
 

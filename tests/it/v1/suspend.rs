@@ -1,9 +1,9 @@
 //! Who suspends and resumes a JobSet, and what a resume carries over from the training job.
 
+use crate::support as common;
 use jobset_types::JobSet;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-mod common;
 
 use common::compile_with_test_key;
 use trainset::suspend::{Control, change, resume_patch};

@@ -4,7 +4,10 @@
 use std::path::Path;
 
 use serde_json::json;
+use trainset::api::{JAXJob, MPIJob, PaddleJob, PyTorchJob, TFJob, TrainingJob, XGBoostJob};
 use trainset::compile::{JOB_ROLE, MASTER_REPLICA_INDEX, Options, REPLICA_INDEX_OFFSET};
+
+use crate::support::Job;
 use trainset::kinds::compile_manifest;
 
 #[test]
@@ -59,30 +62,19 @@ fn marks(manifest: serde_json::Value) -> Marks {
         .collect()
 }
 
-fn job(kind: &str, field: &str, types: &[&str], extra: serde_json::Value) -> serde_json::Value {
-    let container = json!({"name": "c", "image": "i"});
-    let specs: serde_json::Map<String, serde_json::Value> = types
+/// A job of kind `K` with one replica of each master-like type and two of any other, in
+/// namespace `n`.
+fn job<K: TrainingJob>(types: &[&str]) -> Job {
+    types
         .iter()
-        .map(|t| {
-            (
-                (*t).to_owned(),
-                json!({
-                    "replicas": if matches!(*t, "Master" | "Chief" | "Launcher") { 1 } else { 2 },
-                    "template": {"spec": {"containers": [container]}},
-                }),
-            )
+        .fold(Job::of::<K>("j").namespace("n"), |job, t| {
+            let count = if matches!(*t, "Master" | "Chief" | "Launcher") {
+                1
+            } else {
+                2
+            };
+            job.replicas(t, count)
         })
-        .collect();
-    let api_version = if kind == "MPIJob" {
-        "kubeflow.org/v2beta1"
-    } else {
-        "kubeflow.org/v1"
-    };
-    let mut spec = json!({ field: specs });
-    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
-        spec.extend(extra.clone());
-    }
-    json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "j", "namespace": "n"}, "spec": spec})
 }
 
 fn mark(rj: &str, offset: Option<&str>, master: Option<&str>, role: Option<&str>) -> Marks {
@@ -100,7 +92,7 @@ fn templates_carry_each_kinds_v1_rule() {
     let some = Some("0");
     let cases: Vec<(serde_json::Value, Marks)> = vec![
         (
-            job("TFJob", "tfReplicaSpecs", &["Worker", "PS"], json!({})),
+            job::<TFJob>(&["Worker", "PS"]).build(),
             [
                 mark("ps", some, None, None),
                 mark("worker", some, some, None),
@@ -108,7 +100,7 @@ fn templates_carry_each_kinds_v1_rule() {
             .concat(),
         ),
         (
-            job("TFJob", "tfReplicaSpecs", &["Chief", "Worker"], json!({})),
+            job::<TFJob>(&["Chief", "Worker"]).build(),
             [
                 mark("chief", some, None, Some("master")),
                 mark("worker", some, None, None),
@@ -116,16 +108,11 @@ fn templates_carry_each_kinds_v1_rule() {
             .concat(),
         ),
         (
-            job("PyTorchJob", "pytorchReplicaSpecs", &["Worker"], json!({})),
+            job::<PyTorchJob>(&["Worker"]).build(),
             mark("worker", some, some, None),
         ),
         (
-            job(
-                "PyTorchJob",
-                "pytorchReplicaSpecs",
-                &["Master", "Worker"],
-                json!({}),
-            ),
+            job::<PyTorchJob>(&["Master", "Worker"]).build(),
             [
                 mark("master", some, None, Some("master")),
                 mark("worker", some, None, None),
@@ -133,12 +120,7 @@ fn templates_carry_each_kinds_v1_rule() {
             .concat(),
         ),
         (
-            job(
-                "XGBoostJob",
-                "xgbReplicaSpecs",
-                &["Master", "Worker"],
-                json!({}),
-            ),
+            job::<XGBoostJob>(&["Master", "Worker"]).build(),
             [
                 mark("master", some, None, Some("master")),
                 mark("worker", some, None, None),
@@ -146,20 +128,15 @@ fn templates_carry_each_kinds_v1_rule() {
             .concat(),
         ),
         (
-            job("PaddleJob", "paddleReplicaSpecs", &["Worker"], json!({})),
+            job::<PaddleJob>(&["Worker"]).build(),
             mark("worker", some, None, None),
         ),
         (
-            job("JAXJob", "jaxReplicaSpecs", &["Worker"], json!({})),
+            job::<JAXJob>(&["Worker"]).build(),
             mark("worker", some, some, None),
         ),
         (
-            job(
-                "MPIJob",
-                "mpiReplicaSpecs",
-                &["Launcher", "Worker"],
-                json!({}),
-            ),
+            job::<MPIJob>(&["Launcher", "Worker"]).build(),
             [
                 mark("launcher", None, None, Some("launcher")),
                 mark("worker", some, None, Some("worker")),
@@ -167,12 +144,9 @@ fn templates_carry_each_kinds_v1_rule() {
             .concat(),
         ),
         (
-            job(
-                "MPIJob",
-                "mpiReplicaSpecs",
-                &["Launcher", "Worker"],
-                json!({"runLauncherAsWorker": true}),
-            ),
+            job::<MPIJob>(&["Launcher", "Worker"])
+                .spec(json!({"runLauncherAsWorker": true}))
+                .build(),
             [
                 mark("launcher", some, None, Some("launcher")),
                 mark("worker", Some("1"), None, Some("worker")),

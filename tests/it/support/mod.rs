@@ -1,4 +1,4 @@
-//! Shared by the compiler's integration tests.
+//! Shared by the compiler's tests: a fixed SSH key and compiling with it.
 
 use trainset::compile::{CompileError, Compiled, Options, SshKeyPair};
 use trainset::kinds::compile_manifest;
@@ -24,3 +24,6 @@ pub fn compile_with_test_key(
     };
     compile_manifest(manifest.clone(), &options)
 }
+
+mod job;
+pub use job::Job;

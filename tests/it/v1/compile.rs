@@ -2,8 +2,11 @@
 //! references, user metadata, restart-policy mapping.
 
 use serde_json::{Value, json};
+use trainset::api::PyTorchJob;
 use trainset::compile::Options;
 use trainset::kinds::compile_manifest;
+
+use crate::support::Job;
 
 fn compile(manifest: Value) -> Value {
     let compiled = compile_manifest(manifest, &Options::default()).expect("compiles");
@@ -11,13 +14,14 @@ fn compile(manifest: Value) -> Value {
 }
 
 fn pytorch(metadata: Value, run_policy: Value, template: Value) -> Value {
-    json!({
-        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": metadata,
-        "spec": {"runPolicy": run_policy, "pytorchReplicaSpecs": {
-            "Master": {"template": template},
-            "Worker": {"replicas": 2, "restartPolicy": "ExitCode", "template": template}
-        }}
-    })
+    Job::of::<PyTorchJob>("job")
+        .metadata(metadata)
+        .spec(json!({"runPolicy": run_policy}))
+        .template(template)
+        .master(1)
+        .workers(2)
+        .replica_field("Worker", "restartPolicy", json!("ExitCode"))
+        .build()
 }
 
 fn template() -> Value {

@@ -5,10 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::support as common;
 use jobset_types::JobSet;
 use k8s_openapi::api::core::v1::{Container, EnvVar};
 use serde_json::{Value, json};
-mod common;
 
 use common::compile_with_test_key;
 use trainset::compile::Options;
