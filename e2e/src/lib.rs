@@ -71,11 +71,16 @@ pub fn cluster_state() -> std::path::PathBuf {
 
 /// Runs `e2e/cluster <args>` (restarting a component, say) and panics if it fails.
 pub fn cluster(args: &[&str]) {
-    let status = std::process::Command::new(repo_root().join("e2e/cluster"))
+    run_script("e2e/cluster", args);
+}
+
+/// Runs the repository's script `path` with `args` and panics if it fails.
+fn run_script(path: &str, args: &[&str]) {
+    let status = std::process::Command::new(repo_root().join(path))
         .args(args)
         .status()
-        .unwrap_or_else(|e| panic!("e2e/cluster {args:?}: {e}"));
-    assert!(status.success(), "e2e/cluster {args:?} failed: {status}");
+        .unwrap_or_else(|e| panic!("{path} {args:?}: {e}"));
+    assert!(status.success(), "{path} {args:?} failed: {status}");
 }
 
 /// A client for the cluster named by `KUBECONFIG` (see `e2e/cluster env`).
@@ -491,21 +496,21 @@ pub async fn wait_event(client: &Client, ns: &str, name: &str, type_: &str, reas
     .await;
 }
 
-/// An upstream operator started with `e2e/cluster peer <name> start` and stopped again (a v1
-/// peer restoring trainset's CRDs) when the guard drops, pass or fail.
+/// An upstream operator started with `e2e/peers <name> start` and stopped again (a v1 peer
+/// restoring trainset's CRDs) when the guard drops, pass or fail.
 pub struct Peer(&'static str);
 
 impl Peer {
     pub fn start(name: &'static str) -> Self {
-        cluster(&["peer", name, "start"]);
+        run_script("e2e/peers", &[name, "start"]);
         Peer(name)
     }
 }
 
 impl Drop for Peer {
     fn drop(&mut self) {
-        let _ = std::process::Command::new(repo_root().join("e2e/cluster"))
-            .args(["peer", self.0, "stop"])
+        let _ = std::process::Command::new(repo_root().join("e2e/peers"))
+            .args([self.0, "stop"])
             .status();
     }
 }

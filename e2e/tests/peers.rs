@@ -1,4 +1,4 @@
-//! The upstream operators on the local control plane (`e2e/cluster peer ...`): each comes up
+//! The upstream operators on the local control plane (`e2e/peers ...`): each comes up
 //! from its Go module and runs a job to the end. They swap CRDs and stop trainset operators, so
 //! `run-tests` runs this file alone, one test at a time (`--test-threads=1`), like the chaos
 //! tests.

@@ -89,7 +89,7 @@ fn corpus(args: &[String]) -> Result<Vec<Case>, String> {
     paths.iter().map(load).collect()
 }
 
-/// The peer that serves a kind, as `e2e/cluster peer` names it.
+/// The peer that serves a kind, as `e2e/peers` names it.
 fn peer_of(kind: &str) -> &'static str {
     if kind == "MPIJob" {
         "mpi-operator"
