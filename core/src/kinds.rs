@@ -74,7 +74,7 @@ pub fn is<K: Resource<DynamicType = ()>>(manifest: &Value) -> bool {
 }
 
 /// The served kinds and versions as error messages name them:
-/// `TFJob, PyTorchJob, ... at kubeflow.org/v1; MPIJob at kubeflow.org/v2beta1`.
+/// `TFJob, PyTorchJob, ... at kubeflow.org/v1; MPIJob at kubeflow.org/v2beta1; TrainJob at ...`.
 pub fn served() -> String {
     struct Names(Vec<(String, Vec<String>)>);
     impl Names {

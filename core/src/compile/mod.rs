@@ -31,7 +31,7 @@ pub enum CompileError {
     NotATrainingKind {
         /// `<apiVersion>/<kind>` as the manifest gave them.
         kind: String,
-        /// The kinds that are: `TFJob, ... at kubeflow.org/v1; MPIJob at kubeflow.org/v2beta1`.
+        /// The kinds that are, as [`crate::kinds::served`] names them.
         served: String,
     },
     #[error(
