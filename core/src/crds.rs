@@ -150,29 +150,15 @@ pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, CrdError> {
 }
 
 /// The Trainer v2 CRDs (`trainer.kubeflow.org/v1alpha1`), shaped as Trainer v2.3.0's: without the
-/// `Option` markers Go's CRDs do not have, and with TrainJob's rules on its name.
+/// `Option` markers Go's CRDs do not have.
 pub fn trainer() -> Result<Vec<CustomResourceDefinition>, CrdError> {
-    let name_rules = json!([
-        {
-            "rule": "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
-            "message": "metadata.name must match RFC 1035 DNS label format"
-        },
-        {
-            "rule": "size(self.metadata.name) <= 63",
-            "message": "metadata.name must be no more than 63 characters"
-        }
-    ]);
     [
-        ("trainjobs", TrainJob::crd(), Some(name_rules)),
-        ("trainingruntimes", TrainingRuntime::crd(), None),
-        (
-            "clustertrainingruntimes",
-            ClusterTrainingRuntime::crd(),
-            None,
-        ),
+        ("trainjobs", TrainJob::crd()),
+        ("trainingruntimes", TrainingRuntime::crd()),
+        ("clustertrainingruntimes", ClusterTrainingRuntime::crd()),
     ]
     .into_iter()
-    .map(|(crd, definition, root_rules)| {
+    .map(|(crd, definition)| {
         let shape = |source| CrdError::Shape { crd, source };
         let mut value = serde_json::to_value(definition).map_err(shape)?;
         for version in value["spec"]["versions"]
@@ -183,9 +169,6 @@ pub fn trainer() -> Result<Vec<CustomResourceDefinition>, CrdError> {
             let schema = &mut version["schema"]["openAPIV3Schema"];
             without_option_markers(schema);
             bound_integers(schema);
-            if let Some(rules) = &root_rules {
-                schema["x-kubernetes-validations"] = rules.clone();
-            }
         }
         serde_json::from_value(value).map_err(shape)
     })

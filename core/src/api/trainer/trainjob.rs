@@ -19,6 +19,10 @@ pub const TRAINJOB_CONTROLLER: &str = "trainer.kubeflow.org/trainjob-controller"
     plural = "trainjobs",
     namespaced,
     status = "TrainJobStatus",
+    validation = kube::core::Rule::new("self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')")
+        .message("metadata.name must match RFC 1035 DNS label format"),
+    validation = kube::core::Rule::new("size(self.metadata.name) <= 63")
+        .message("metadata.name must be no more than 63 characters"),
     printcolumn(
         name = "State",
         type_ = "string",
