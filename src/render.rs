@@ -273,9 +273,8 @@ impl Visitor for ByKind<'_> {
             ssh_key: key.as_ref(),
             cluster_domain: self.cluster_domain,
         };
-        self.compiled = Some(Ok(
-            compile::parse::<K>(value).and_then(|job| job.compile(&options))
-        ));
+        // Through the core's entry point, so the kinds' parsers are generated once, there.
+        self.compiled = Some(Ok(kinds::compile_manifest(value, &options)));
     }
 
     fn trainer(&mut self) {

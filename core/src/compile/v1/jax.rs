@@ -7,9 +7,7 @@ use crate::api::{JAXJob, RestartPolicy};
 
 pub struct Jax;
 
-impl super::HasFramework for JAXJob {
-    type Framework = Jax;
-}
+super::compiles_with!(JAXJob, Jax);
 
 impl Framework for Jax {
     type Job = JAXJob;

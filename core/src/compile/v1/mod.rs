@@ -269,23 +269,34 @@ pub trait Compile {
     fn compile(&self, options: &Options<'_>) -> Result<Compiled, CompileError>;
 }
 
-/// Names a job type's framework; each framework file implements it for its kind, and
-/// [`Compile`] follows.
-pub trait HasFramework: TrainingJob {
-    type Framework: Framework<Job = Self>;
-}
+/// Implements [`Compile`] for a kind from its framework, in the framework's file:
+/// `compiles_with!(PaddleJob, Paddle)`. A concrete impl, not a blanket one over a trait, so each
+/// kind's compiler is generated once, here in the core, and the shell calls it rather than
+/// generating its own copy.
+macro_rules! compiles_with {
+    ($job:ty, $framework:ty) => {
+        impl $crate::compile::v1::Compile for $job {
+            const FRAMEWORK: &'static str =
+                <$framework as $crate::compile::v1::Framework>::FRAMEWORK;
+            const OPERATOR_NAME: &'static str =
+                <$framework as $crate::compile::v1::Framework>::OPERATOR_NAME;
+            const NEEDS_SSH_KEY: bool =
+                <$framework as $crate::compile::v1::Framework>::NEEDS_SSH_KEY;
+            const REPLICA_SELECTOR: bool =
+                <$framework as $crate::compile::v1::Framework>::REPLICA_SELECTOR;
+            const DETAILED_FAILURE_REASON: bool =
+                <$framework as $crate::compile::v1::Framework>::DETAILED_FAILURE_REASON;
 
-impl<J: HasFramework> Compile for J {
-    const FRAMEWORK: &'static str = <J::Framework as Framework>::FRAMEWORK;
-    const OPERATOR_NAME: &'static str = <J::Framework as Framework>::OPERATOR_NAME;
-    const NEEDS_SSH_KEY: bool = <J::Framework as Framework>::NEEDS_SSH_KEY;
-    const REPLICA_SELECTOR: bool = <J::Framework as Framework>::REPLICA_SELECTOR;
-    const DETAILED_FAILURE_REASON: bool = <J::Framework as Framework>::DETAILED_FAILURE_REASON;
-
-    fn compile(&self, options: &Options<'_>) -> Result<Compiled, CompileError> {
-        compile::<J::Framework>(self, options)
-    }
+            fn compile(
+                &self,
+                options: &$crate::compile::Options<'_>,
+            ) -> Result<$crate::compile::Compiled, $crate::compile::CompileError> {
+                $crate::compile::v1::compile::<$framework>(self, options)
+            }
+        }
+    };
 }
+use compiles_with;
 
 /// Kueue names a LocalQueue by the queue-name label and refuses, on the JobSet, one that is not
 /// a DNS subdomain (`team_a` is a valid label value but no queue name): refused here instead,
@@ -315,7 +326,10 @@ fn queue_name(labels: &BTreeMap<String, String>) -> Result<(), CompileError> {
     ))
 }
 
-fn compile<F: Framework>(job: &F::Job, options: &Options<'_>) -> Result<Compiled, CompileError> {
+pub(crate) fn compile<F: Framework>(
+    job: &F::Job,
+    options: &Options<'_>,
+) -> Result<Compiled, CompileError> {
     let ctx = context::<F>(job, options);
     bounds::names(ctx.name(), ctx.namespace())?;
     bounds::replicas::<F::Job>(ctx.groups.iter().map(|g| (g.replica_type, g.replicas)))?;

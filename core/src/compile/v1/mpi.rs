@@ -31,9 +31,7 @@ fn ssh_secret_name(job: &str) -> String {
 
 pub struct Mpi;
 
-impl super::HasFramework for MPIJob {
-    type Framework = Mpi;
-}
+super::compiles_with!(MPIJob, Mpi);
 
 impl Framework for Mpi {
     type Job = MPIJob;

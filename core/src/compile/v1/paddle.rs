@@ -7,9 +7,7 @@ use crate::api::{PaddleJob, RestartPolicy};
 
 pub struct Paddle;
 
-impl super::HasFramework for PaddleJob {
-    type Framework = Paddle;
-}
+super::compiles_with!(PaddleJob, Paddle);
 
 impl Framework for Paddle {
     type Job = PaddleJob;

@@ -10,9 +10,7 @@ use crate::api::{PyTorchJob, RestartPolicy};
 
 pub struct PyTorch;
 
-impl super::HasFramework for PyTorchJob {
-    type Framework = PyTorch;
-}
+super::compiles_with!(PyTorchJob, PyTorch);
 
 impl Framework for PyTorch {
     type Job = PyTorchJob;

@@ -9,9 +9,7 @@ use crate::api::{RestartPolicy, TFJob, TFSuccessPolicy};
 
 pub struct TensorFlow;
 
-impl super::HasFramework for TFJob {
-    type Framework = TensorFlow;
-}
+super::compiles_with!(TFJob, TensorFlow);
 
 impl Framework for TensorFlow {
     type Job = TFJob;

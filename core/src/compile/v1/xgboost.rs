@@ -8,9 +8,7 @@ use crate::api::{RestartPolicy, XGBoostJob};
 
 pub struct XGBoost;
 
-impl super::HasFramework for XGBoostJob {
-    type Framework = XGBoost;
-}
+super::compiles_with!(XGBoostJob, XGBoost);
 
 impl Framework for XGBoost {
     type Job = XGBoostJob;
