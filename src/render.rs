@@ -149,12 +149,14 @@ impl Runtimes {
         namespace: &str,
         only_runtimes: bool,
     ) -> Result<bool, RenderError> {
-        let group = value["apiVersion"] == "trainer.kubeflow.org/v1alpha1";
-        let kind = match value["kind"].as_str() {
-            Some("ClusterTrainingRuntime") if group => RuntimeKind::Cluster,
-            Some("TrainingRuntime") if group => RuntimeKind::Namespaced,
-            _ if only_runtimes => return Err(RenderError::NotARuntime { document }),
-            _ => return Ok(false),
+        let kind = if kinds::is::<ClusterTrainingRuntime>(value) {
+            RuntimeKind::Cluster
+        } else if kinds::is::<TrainingRuntime>(value) {
+            RuntimeKind::Namespaced
+        } else if only_runtimes {
+            return Err(RenderError::NotARuntime { document });
+        } else {
+            return Ok(false);
         };
         let name = value["metadata"]["name"]
             .as_str()
@@ -230,20 +232,43 @@ fn render_job(
     visit_all(&mut by_kind);
     // Admission has refused any kind the registry does not list.
     let compiled = by_kind.compiled.unwrap_or_else(|| {
-        Ok(Err(CompileError::NotATrainingKind {
+        Err(CompileError::NotATrainingKind {
             kind: format!("{api_version}/{kind}"),
             served: kinds::served(),
-        }))
-    })?;
-    let compiled = compiled.map_err(|source| RenderError::Compile {
-        document,
-        kind,
-        name,
-        source,
+        }
+        .into())
+    });
+    let compiled = compiled.map_err(|error| match error {
+        Failed::Compile(source) => RenderError::Compile {
+            document,
+            kind,
+            name,
+            source,
+        },
+        Failed::Render(error) => error,
     })?;
     compiled
         .objects()
         .map_err(|e| RenderError::Output(e.to_string()))
+}
+
+/// Why a document did not compile: the job itself (reported with its document, kind and name),
+/// or rendering (an SSH key that could not be generated).
+enum Failed {
+    Compile(CompileError),
+    Render(RenderError),
+}
+
+impl From<CompileError> for Failed {
+    fn from(error: CompileError) -> Self {
+        Self::Compile(error)
+    }
+}
+
+impl From<ssh_key::Error> for Failed {
+    fn from(error: ssh_key::Error) -> Self {
+        Self::Render(error.into())
+    }
 }
 
 /// Compiles the document of whichever kind it is.
@@ -252,29 +277,14 @@ struct ByKind<'a> {
     namespace: &'a str,
     cluster_domain: Option<&'a str>,
     runtimes: &'a Runtimes,
-    compiled: Option<Result<Result<Compiled, CompileError>, RenderError>>,
+    compiled: Option<Result<Compiled, Failed>>,
 }
 
 impl Visitor for ByKind<'_> {
     fn v1<K: Served>(&mut self) {
-        let Some(value) = self.value.take_if(|v| kinds::is::<K>(v)) else {
-            return;
-        };
-        // Generating a key for a kind that needs none would be wasted work.
-        let key = match K::NEEDS_SSH_KEY.then(SshKeyPair::generate).transpose() {
-            Ok(key) => key,
-            Err(error) => {
-                self.compiled = Some(Err(error.into()));
-                return;
-            }
-        };
-        let options = Options {
-            default_namespace: Some(self.namespace),
-            ssh_key: key.as_ref(),
-            cluster_domain: self.cluster_domain,
-        };
-        // Through the core's entry point, so the kinds' parsers are generated once, there.
-        self.compiled = Some(Ok(kinds::compile_manifest(value, &options)));
+        if let Some(value) = self.value.take_if(|v| kinds::is::<K>(v)) {
+            self.compiled = Some(compile_v1::<K>(value, self.namespace, self.cluster_domain));
+        }
     }
 
     fn trainer(&mut self) {
@@ -284,34 +294,45 @@ impl Visitor for ByKind<'_> {
     }
 }
 
+/// A v1 job, through the core's entry point, so the kinds' parsers are generated once, there.
+fn compile_v1<K: Served>(
+    value: Value,
+    namespace: &str,
+    cluster_domain: Option<&str>,
+) -> Result<Compiled, Failed> {
+    // Generating a key for a kind that needs none would be wasted work.
+    let key = K::NEEDS_SSH_KEY.then(SshKeyPair::generate).transpose()?;
+    let options = Options {
+        default_namespace: Some(namespace),
+        ssh_key: key.as_ref(),
+        cluster_domain,
+    };
+    Ok(kinds::compile_manifest(value, &options)?)
+}
+
 /// A TrainJob against the runtime it names among `runtimes`.
 fn compile_trainjob(
     value: Value,
     namespace: &str,
     runtimes: &Runtimes,
-) -> Result<Result<Compiled, CompileError>, RenderError> {
-    let mut job: TrainJob = match compile::parse(value) {
-        Ok(job) => job,
-        Err(error) => return Ok(Err(error)),
-    };
+) -> Result<Compiled, Failed> {
+    let mut job: TrainJob = compile::parse(value)?;
     let namespace = job.namespace().unwrap_or_else(|| namespace.to_owned());
     job.metadata.namespace = Some(namespace.clone());
-    let (kind, runtime_name) = match trainer::runtime_ref(&job) {
-        Ok(reference) => reference,
-        Err(error) => return Ok(Err(error)),
-    };
-    let Some(runtime) = runtimes.find(kind, &namespace, runtime_name) else {
-        return Ok(Err(CompileError::invalid(
-            "spec.runtimeRef.name",
-            format!("no {kind} {runtime_name:?} among the runtimes given (--runtime FILE)"),
-        )));
-    };
+    let (kind, runtime_name) = trainer::runtime_ref(&job)?;
+    let runtime = runtimes
+        .find(kind, &namespace, runtime_name)
+        .ok_or_else(|| {
+            CompileError::invalid(
+                "spec.runtimeRef.name",
+                format!("no {kind} {runtime_name:?} among the runtimes given (--runtime FILE)"),
+            )
+        })?;
     // Only an MPI runtime needs a key, as for an MPIJob.
-    let key = match trainer::ssh_secret(&job.name_any(), runtime.spec) {
-        Some(_) => Some(SshKeyPair::generate()?),
-        None => None,
-    };
-    Ok(trainer::compile_trainjob(&job, &runtime, key.as_ref()))
+    let key = trainer::ssh_secret(&job.name_any(), runtime.spec)
+        .map(|_| SshKeyPair::generate())
+        .transpose()?;
+    Ok(trainer::compile_trainjob(&job, &runtime, key.as_ref())?)
 }
 
 fn format_objects(objects: &[Value], format: Format) -> Result<String, RenderError> {
