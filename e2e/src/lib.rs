@@ -505,6 +505,10 @@ impl Peer {
         run_script("e2e/peers", &[name, "start"]);
         Peer(name)
     }
+
+    pub fn name(&self) -> &'static str {
+        self.0
+    }
 }
 
 impl Drop for Peer {
@@ -522,6 +526,7 @@ pub mod operator {
     //! `run-tests` at the end.
 
     use std::process::{Child, Command, Stdio};
+    use std::time::Duration;
 
     use kube::Client;
     use tokio::sync::Mutex;
@@ -704,6 +709,20 @@ pub mod operator {
         /// How the process ended, if it has.
         pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
             self.0.try_wait().ok().flatten()
+        }
+
+        /// SIGTERM, as Kubernetes stops a pod, then waits up to 30 s for the exit: the process
+        /// releases its Lease, so the next one leads at once.
+        pub async fn stop(mut self) {
+            let pid = self.pid().to_string();
+            let sent = Command::new("kill").args(["-TERM", &pid]).status();
+            assert!(sent.is_ok_and(|s| s.success()), "kill -TERM {pid}");
+            let what = format!("trainset {pid} to exit after SIGTERM");
+            crate::wait_for(Duration::from_secs(30), &what, || {
+                let status = self.0.try_wait().ok().flatten();
+                async move { status }
+            })
+            .await;
         }
     }
 

@@ -6,6 +6,7 @@
 //! another, so a retry loop leaves one event, not hundreds.
 
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -20,15 +21,25 @@ use serde_json::json;
 /// How long a published event is counted on rather than repeated (client-go's aggregation window).
 const REPEAT_WINDOW: Duration = Duration::from_secs(600);
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq)]
-struct Key {
+/// What makes an event a repeat of another. Kept as its hash: with two events per job over ten
+/// minutes the strings would cost a few KiB per job.
+#[derive(Hash)]
+struct Key<'a> {
     object: String,
     type_: &'static str,
-    reason: String,
-    message: String,
+    reason: &'a str,
+    message: &'a str,
 }
 
-struct Published {
+impl Key<'_> {
+    fn hashed(&self) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        self.hash(&mut hasher);
+        hasher.finish()
+    }
+}
+
+struct Sent {
     name: String,
     count: i32,
     at: Instant,
@@ -37,7 +48,32 @@ struct Published {
 pub struct Recorder {
     client: Client,
     component: String,
-    published: Mutex<HashMap<Key, Published>>,
+    published: Mutex<Published>,
+}
+
+/// The events published in the last [`REPEAT_WINDOW`], by the hash of their [`Key`].
+#[derive(Default)]
+struct Published {
+    sent: HashMap<u64, Sent>,
+    /// When expired entries were last dropped: at most once a window, not at every event.
+    pruned: Option<Instant>,
+}
+
+impl Published {
+    /// The event under `key` still in its window, counted up.
+    fn repeat(&mut self, key: u64) -> Option<(String, i32)> {
+        if self.pruned.is_none_or(|at| at.elapsed() >= REPEAT_WINDOW) {
+            self.sent.retain(|_, p| p.at.elapsed() < REPEAT_WINDOW);
+            self.pruned = Some(Instant::now());
+        }
+        let event = self.sent.get_mut(&key)?;
+        if event.at.elapsed() >= REPEAT_WINDOW {
+            return None;
+        }
+        event.count += 1;
+        event.at = Instant::now();
+        Some((event.name.clone(), event.count))
+    }
 }
 
 fn type_name(type_: EventType) -> &'static str {
@@ -54,6 +90,12 @@ impl Recorder {
             component: component.to_owned(),
             published: Mutex::default(),
         }
+    }
+
+    fn published(&self) -> std::sync::MutexGuard<'_, Published> {
+        self.published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Publishes an event on `object` (in its namespace), or counts a repeat on the first one.
@@ -76,23 +118,13 @@ impl Recorder {
                 object.uid.as_deref().unwrap_or_default()
             ),
             type_: type_name(type_),
-            reason: reason.to_owned(),
-            message: message.clone(),
+            reason,
+            message: &message,
         };
+        let (type_, key) = (key.type_, key.hashed());
         let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         let now = Timestamp::now();
-        let repeat = {
-            let mut published = self
-                .published
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            published.retain(|_, p| p.at.elapsed() < REPEAT_WINDOW);
-            published.get_mut(&key).map(|p| {
-                p.count += 1;
-                p.at = Instant::now();
-                (p.name.clone(), p.count)
-            })
-        };
+        let repeat = self.published().repeat(key);
         if let Some((name, count)) = repeat {
             let patch = json!({"count": count, "lastTimestamp": Time(now)});
             match events
@@ -117,7 +149,7 @@ impl Recorder {
                 ..ObjectMeta::default()
             },
             involved_object: object.clone(),
-            type_: Some(key.type_.to_owned()),
+            type_: Some(type_.to_owned()),
             reason: Some(reason.to_owned()),
             message: Some(message),
             action: Some("Reconcile".to_owned()),
@@ -134,17 +166,12 @@ impl Recorder {
             ..Event::default()
         };
         events.create(&PostParams::default(), &event).await?;
-        self.published
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(
-                key,
-                Published {
-                    name,
-                    count: 1,
-                    at: Instant::now(),
-                },
-            );
+        let sent = Sent {
+            name,
+            count: 1,
+            at: Instant::now(),
+        };
+        self.published().sent.insert(key, sent);
         Ok(())
     }
 }

@@ -9,7 +9,6 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
-use kube::runtime::reflector::ObjectRef;
 
 use super::reconcile::Lookup;
 use super::{Context, Error, kube_error};
@@ -17,7 +16,7 @@ use crate::admission;
 use crate::compile::{Options, SshKeyPair};
 use crate::kinds::Served;
 use crate::plan::v1::{self as plan, Facts};
-use crate::plan::{deleting, jobset_finished};
+use crate::plan::{deleting, jobs_show_end, jobset_finished};
 
 /// What the caches and, where needed, the apiserver say about `job`.
 pub struct Fetched {
@@ -66,12 +65,8 @@ pub async fn fetch<K: Served>(
     if !plan::managed_here(job) || plan::ended(job) || deleting(job) {
         return Ok(fetched);
     }
-    let cached = ctx
-        .caches
-        .jobsets
-        .get(&ObjectRef::new(&name).within(namespace));
-    fetched.jobset = match cached {
-        Some(jobset) => Some((*jobset).clone()),
+    fetched.jobset = match ctx.caches.jobset(namespace, &name) {
+        Some(jobset) => Some(jobset),
         None if lookup == Lookup::Cache && !plan::had_jobset(job) => None,
         None => Api::<JobSet>::namespaced(ctx.client.clone(), namespace)
             .get_opt(&name)
@@ -79,20 +74,19 @@ pub async fn fetch<K: Served>(
             .map_err(kube_error("getting JobSet", &name))?,
     };
     if let Some(jobset) = &fetched.jobset {
-        // The final counts are written once and never again: once the JobSet has ended they come
-        // from the apiserver, since the Job cache may lag the JobSet cache (a watch re-listing
-        // after an apiserver restart, say).
-        fetched.jobs = if jobset_finished(jobset) {
+        fetched.jobs = ctx.caches.jobs_of(jobset);
+        if !jobset_finished(jobset) {
+            fetched.creation_failure = ctx.caches.creation_failure(jobset);
+        } else if !jobs_show_end(jobset, &fetched.jobs) {
+            // The final counts are written once and never again: when the Job cache is behind
+            // the JobSet cache, they come from the apiserver.
             let selector = format!("{}={name}", jobset_label::JOBSET_NAME);
-            Api::<Job>::namespaced(ctx.client.clone(), namespace)
+            fetched.jobs = Api::<Job>::namespaced(ctx.client.clone(), namespace)
                 .list(&ListParams::default().labels(&selector))
                 .await
                 .map_err(kube_error("listing Jobs of", &name))?
-                .items
-        } else {
-            fetched.creation_failure = ctx.caches.creation_failure(jobset);
-            ctx.caches.jobs_of(jobset)
-        };
+                .items;
+        }
     }
     let needs = plan::needs(job, fetched.jobset.as_ref());
     if needs.compiled {

@@ -11,6 +11,7 @@ mod caches;
 mod decode;
 mod events;
 mod fetch;
+mod packed;
 mod reconcile;
 
 mod report;
@@ -77,6 +78,18 @@ impl Error {
         }
     }
 
+    /// Whether this is Kueue's webhook not yet knowing the job (see [`QUIET_RETRIES`]).
+    fn is_owner_unseen(&self) -> bool {
+        let Self::Kube {
+            source: kube::Error::Api(status),
+            ..
+        } = self
+        else {
+            return false;
+        };
+        status.message.starts_with("admission webhook ") && status.message.ends_with("\" not found")
+    }
+
     /// Whether retrying the same request can never succeed: the apiserver refused its content
     /// (400 Bad Request, 413 Too Large, 422 Invalid). Such errors wait for a change of the job.
     fn is_permanent(&self) -> bool {
@@ -92,6 +105,12 @@ impl Error {
         }
     }
 }
+
+/// Kueue's webhooks look a new JobSet's owner up in Kueue's cache, which may not have seen the job
+/// created a moment ago: `admission webhook "vjobset.kb.io" denied the request:
+/// pytorchjobs.kubeflow.org "demo" not found`. The first few such denials of a job are retried
+/// quietly: no Warning event, no `Created` False, no warning in the log.
+const QUIET_RETRIES: u32 = 3;
 
 /// The apiserver refused a request for what it contains, so sending it again cannot help: 400
 /// Bad Request, 413 Too Large, 422 Invalid, or an admission webhook's denial that names a field
@@ -151,27 +170,39 @@ struct Context {
     status_writes: Mutex<HashMap<String, StatusWrite>>,
 }
 
-/// A status this process wrote: when (see `plan::COUNTS_INTERVAL`), and what over which version
-/// of the job. Until the job cache shows a newer version, the written status is the job's: a
-/// reconcile woken by the JobSet or a Job before the job's own watch delivers the write would
-/// otherwise plan from the old status and write again (a second `Created`, a second end).
+/// A status this process wrote: when (see `plan::COUNTS_INTERVAL`), and, until the job cache
+/// shows a newer version of the job, what it wrote over which version. Until then the written
+/// status is the job's: a reconcile woken by the JobSet or a Job before the job's own watch
+/// delivers the write would otherwise plan from the old status and write again (a second
+/// `Created`, a second end). Once the cache caught up only the time is kept, a few bytes per job.
 #[derive(Clone)]
 struct StatusWrite {
     at: Instant,
+    unseen: Option<UnseenWrite>,
+}
+
+#[derive(Clone)]
+struct UnseenWrite {
     over: Option<String>,
     status: crate::api::JobStatus,
 }
 
 impl StatusWrite {
-    /// Whether the cached job, at `version`, is the one this write was planned from.
-    fn is_newer_than(&self, version: Option<&str>) -> bool {
-        self.over.is_some() && self.over.as_deref() == version
+    /// The status written, while the cached job, at `version`, is the one it was planned from.
+    fn newer_than(&self, version: Option<&str>) -> Option<&crate::api::JobStatus> {
+        let unseen = self.unseen.as_ref()?;
+        (unseen.over.is_some() && unseen.over.as_deref() == version).then_some(&unseen.status)
     }
 }
 
 impl Context {
     fn failures(&self) -> MutexGuard<'_, HashMap<String, u32>> {
         self.failures.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether `error` on the object `key` is retried without a word (see [`QUIET_RETRIES`]).
+    fn quiet(&self, key: &str, error: &Error) -> bool {
+        error.is_owner_unseen() && self.failures().get(key).is_none_or(|n| *n < QUIET_RETRIES)
     }
 
     /// What to do after `error` on the object `key` (both families' error policy): retry
@@ -339,7 +370,10 @@ mod tests {
             .filter(|code| api_error(*code).is_permanent())
             .collect();
         assert_eq!(permanent, [400, 413, 422]);
-        let webhook = "admission webhook \"vjobset.kb.io\" denied the request: not found";
+        let webhook = "admission webhook \"vjobset.kb.io\" denied the request: \
+            pytorchjobs.kubeflow.org \"demo\" not found";
+        assert!(denied(403, webhook).is_owner_unseen());
+        assert!(!denied(403, "admission webhook \"x\" denied the request: no").is_owner_unseen());
         assert!(!denied(422, webhook).is_permanent());
         assert!(!denied(403, webhook).is_permanent());
         let queue_name = "admission webhook \"vjobset.kb.io\" denied the request: \
@@ -353,19 +387,22 @@ mod tests {
 
     #[test]
     fn an_own_status_write_counts_until_the_cache_shows_a_newer_version() {
-        let write = StatusWrite {
+        let write = |over: Option<&str>| StatusWrite {
             at: Instant::now(),
-            over: Some("41".to_owned()),
-            status: crate::api::JobStatus::default(),
+            unseen: Some(UnseenWrite {
+                over: over.map(str::to_owned),
+                status: crate::api::JobStatus::default(),
+            }),
         };
-        assert!(write.is_newer_than(Some("41")));
-        assert!(!write.is_newer_than(Some("42")));
-        assert!(!write.is_newer_than(None));
-        let unversioned = StatusWrite {
-            over: None,
-            ..write
+        assert!(write(Some("41")).newer_than(Some("41")).is_some());
+        assert!(write(Some("41")).newer_than(Some("42")).is_none());
+        assert!(write(Some("41")).newer_than(None).is_none());
+        assert!(write(None).newer_than(None).is_none());
+        let seen = StatusWrite {
+            unseen: None,
+            ..write(Some("41"))
         };
-        assert!(!unversioned.is_newer_than(None));
+        assert!(seen.newer_than(Some("41")).is_none());
     }
 
     #[test]

@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 
 use super::apply::Applied;
 use super::decode::{Decoded, Undecodable};
+use super::packed::Packed;
 use super::{Context, Error, Shutdown, report};
 use crate::plan::Happened;
 use crate::telemetry::KindLabels;
@@ -157,15 +158,15 @@ fn object_key<R: Resource<DynamicType = ()>>(job: &R) -> String {
     key_of::<R>(&job.namespace().unwrap_or_default(), &job.name_any())
 }
 
-/// The family's jobs as the controller is to see them: decoded one by one (an unreadable one
-/// stops nothing), their watch health reported, managedFields dropped, cached in the returned
-/// store, and passed on only when their generation changes (their status writes, trainset's
-/// own, wake nothing).
+/// The family's jobs as the controller is to see them: packed in the returned store (each is read
+/// into its type by the reconcile that needs it, so an unreadable one stops nothing), their watch
+/// health reported, and passed on only when their generation changes (their status writes,
+/// trainset's own, wake nothing).
 pub fn jobs<J>(
     ctx: &Context,
 ) -> (
-    Store<Decoded<J>>,
-    impl Stream<Item = Result<Decoded<J>, watcher::Error>> + Send + 'static,
+    Store<Packed<J>>,
+    impl Stream<Item = Result<Packed<J>, watcher::Error>> + Send + 'static,
 )
 where
     J: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
@@ -173,12 +174,11 @@ where
     let (store, writer) = reflector::store();
     let mut health = ctx.readiness.watch();
     let changes = watcher(
-        Api::<Decoded<J>>::all(ctx.client.clone()),
+        Api::<Packed<J>>::all(ctx.client.clone()),
         watcher::Config::default(),
     )
     .default_backoff()
     .inspect(move |event| health.record(event))
-    .modify(|job| job.managed_fields_mut().clear())
     .reflect(writer)
     .applied_objects()
     .predicate_filter(predicates::generation, Default::default());
@@ -187,7 +187,7 @@ where
 
 /// Runs `controller` (the family's jobs and what wakes them) until `shutdown`.
 pub async fn drive<F: Writes>(
-    controller: Controller<Decoded<F::Job>>,
+    controller: Controller<Packed<F::Job>>,
     ctx: Arc<F>,
     shutdown: Shutdown,
 ) {
@@ -232,27 +232,28 @@ async fn reconcile_unreadable<F: Writes>(
 
 /// Transient errors are retried with backoff (the count resets on success and is forgotten with
 /// the job); an error that waiting cannot heal waits for a change of the job instead.
-fn error_policy<F: Writes>(job: Arc<Decoded<F::Job>>, error: &Error, ctx: Arc<F>) -> Action {
+fn error_policy<F: Writes>(job: Arc<Packed<F::Job>>, error: &Error, ctx: Arc<F>) -> Action {
     ctx.base().after_error(object_key(job.as_ref()), error)
 }
 
-async fn reconcile<F: Writes>(decoded: Arc<Decoded<F::Job>>, ctx: Arc<F>) -> Result<Action, Error> {
+async fn reconcile<F: Writes>(packed: Arc<Packed<F::Job>>, ctx: Arc<F>) -> Result<Action, Error> {
     let started = Instant::now();
+    let decoded = packed.decode();
     let result = match &decoded.0 {
         Ok(job) => ctx.reconcile_job(job).await,
         Err(unreadable) => reconcile_unreadable(ctx.as_ref(), &decoded, unreadable).await,
     };
     match &result {
         Ok(_) => {
-            ctx.base().failures().remove(&object_key(decoded.as_ref()));
+            ctx.base().failures().remove(&object_key(&decoded));
         }
         // Visible on the job itself (kubectl describe), not only in trainset's log.
-        Err(error) => {
+        Err(error) if !ctx.base().quiet(&object_key(&decoded), error) => {
             if let (Ok(job), false) = (&decoded.0, error.is_permanent()) {
                 ctx.retrying(job, error).await;
             }
             report::event(
-                decoded.as_ref(),
+                &decoded,
                 EventType::Warning,
                 error.event_reason(),
                 error.to_string(),
@@ -260,6 +261,7 @@ async fn reconcile<F: Writes>(decoded: Arc<Decoded<F::Job>>, ctx: Arc<F>) -> Res
             )
             .await;
         }
+        Err(_) => {}
     }
     ctx.base()
         .metrics
@@ -272,7 +274,7 @@ async fn reconcile<F: Writes>(decoded: Arc<Decoded<F::Job>>, ctx: Arc<F>) -> Res
 }
 
 /// What the controller reports after each reconcile of a job of `J`.
-type Outcome<J> = Result<(ObjectRef<Decoded<J>>, Action), controller::Error<Error, watcher::Error>>;
+type Outcome<J> = Result<(ObjectRef<Packed<J>>, Action), controller::Error<Error, watcher::Error>>;
 
 /// After each reconcile: a job that is gone (a Job or JobSet outlived it) is forgotten.
 fn finished<F: Family>(result: Outcome<F::Job>, ctx: &F) {
@@ -287,6 +289,10 @@ fn finished<F: Family>(result: Outcome<F::Job>, ctx: &F) {
             );
             ctx.base().failures().remove(&key);
             ctx.forget(&key);
+        }
+        // Said in a Warning event on the job once it is more than a moment.
+        Err(controller::Error::ReconcilerFailed(error, _)) if error.is_owner_unseen() => {
+            tracing::debug!(kind = kind.as_ref(), %error, "reconcile failed");
         }
         Err(error) => tracing::warn!(kind = kind.as_ref(), %error, "reconcile failed"),
     }

@@ -15,10 +15,11 @@ use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::ObjectRef;
 
 use super::apply::{self, Applied};
-use super::decode::{Decoded, Undecodable};
+use super::decode::Undecodable;
 use super::fetch;
+use super::packed::Packed;
 use super::reconcile::{self, Family, Lookup, Writes, key_of};
-use super::{Context, Error, Shutdown, StatusWrite, caches, report};
+use super::{Context, Error, Shutdown, StatusWrite, UnseenWrite, caches, report};
 use crate::kinds::Served;
 use crate::plan::Happened;
 use crate::plan::v1 as plan;
@@ -44,7 +45,7 @@ pub async fn controller<K: Served>(
         .watches_stream(triggers.jobs, |job| {
             let name = job.labels().get(jobset_label::JOBSET_NAME).cloned();
             name.zip(job.namespace())
-                .map(|(name, ns)| ObjectRef::<Decoded<K>>::new(&name).within(&ns))
+                .map(|(name, ns)| ObjectRef::<Packed<K>>::new(&name).within(&ns))
         });
     let ctx = Arc::new(V1::<K> {
         base,
@@ -96,17 +97,18 @@ pub fn job_key<K: Served>(job: &K) -> String {
     key_of::<K>(&job.namespace().unwrap_or_default(), &job.name_any())
 }
 
-/// The job as this process last wrote it, if the job cache has not caught up with that write; a
-/// finished job's entry is dropped once the cache shows it.
+/// The job as this process last wrote it, if the job cache has not caught up with that write.
+/// Once it has, only the write's time is kept; a finished job's entry is dropped.
 fn with_own_status<K: Served>(job: &K, ctx: &Context) -> Option<K> {
     let key = job_key(job);
     let mut writes = ctx.status_writes();
-    let write = writes.get(&key)?;
-    if write.is_newer_than(job.resource_version().as_deref()) {
+    let write = writes.get_mut(&key)?;
+    if let Some(status) = write.newer_than(job.resource_version().as_deref()) {
         let mut newer = job.clone();
-        newer.set_job_status(write.status.clone());
+        newer.set_job_status(status.clone());
         return Some(newer);
     }
+    write.unseen = None;
     if plan::ended(job) {
         writes.remove(&key);
     }
@@ -123,8 +125,10 @@ async fn fetch_plan_apply_report<K: Served>(job: &K, ctx: &V1<K>) -> Result<Acti
     if let Some(status) = &plan.status {
         let write = StatusWrite {
             at: Instant::now(),
-            over: job.resource_version(),
-            status: status.clone(),
+            unseen: Some(UnseenWrite {
+                over: job.resource_version(),
+                status: status.clone(),
+            }),
         };
         ctx.base.status_writes().insert(job_key(job), write);
     }

@@ -9,10 +9,11 @@ pub mod v1;
 use std::time::Duration;
 
 use jobset_types::JobSet;
-use jobset_types::keys::terminal_state;
+use jobset_types::keys::{label as jobset_label, terminal_state};
 use json_patch::Patch;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
+use kube::{Resource, ResourceExt};
 
 /// A change of the JobSet's `spec.suspend`.
 #[derive(Debug, PartialEq)]
@@ -142,4 +143,25 @@ pub fn jobset_finished(jobset: &JobSet) -> bool {
         .as_ref()
         .and_then(|s| s.terminal_state.as_deref())
         .is_some_and(|s| s == terminal_state::COMPLETED || s == terminal_state::FAILED)
+}
+
+/// Whether `jobs`, as a cache holds them, show how the finished `jobset` ended: a Job of its last
+/// restart attempt finished the same way (`Complete` for a completed JobSet, `Failed` for a failed
+/// one). If none does, the Job cache is behind the JobSet cache (a watch re-listing after an
+/// apiserver restart, say), and the final counts, written once, must be read elsewhere.
+pub fn jobs_show_end(jobset: &JobSet, jobs: &[Job]) -> bool {
+    let Some(status) = &jobset.status else {
+        return false;
+    };
+    let condition = match status.terminal_state.as_deref() {
+        Some(terminal_state::COMPLETED) => "Complete",
+        Some(terminal_state::FAILED) => "Failed",
+        _ => return false,
+    };
+    let attempt = status.restarts.to_string();
+    jobs.iter()
+        .filter(|job| job.labels().get(jobset_label::RESTART_ATTEMPT) == Some(&attempt))
+        .filter_map(|job| job.status.as_ref()?.conditions.as_ref())
+        .flatten()
+        .any(|c| c.type_ == condition && c.status == "True")
 }

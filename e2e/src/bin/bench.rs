@@ -258,6 +258,24 @@ fn cpu_seconds(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / TICKS_PER_SECOND
 }
 
+/// Seconds since the process started (from `/proc`, so a peer's start script is not counted).
+fn process_age(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // `starttime`, field 22, is the 20th after the command name.
+    let started = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(19)?.parse::<f64>().ok());
+    let uptime = std::fs::read_to_string("/proc/uptime").unwrap_or_default();
+    let uptime = uptime
+        .split_whitespace()
+        .next()
+        .and_then(|u| u.parse::<f64>().ok());
+    match (started, uptime) {
+        (Some(started), Some(uptime)) => uptime - started / TICKS_PER_SECOND,
+        _ => f64::NAN,
+    }
+}
+
 /// A `/proc/<pid>/status` size (`VmRSS` now, `VmHWM` peak) in MiB.
 fn memory_mib(pid: u32, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -347,7 +365,51 @@ struct Steady {
     /// trainset's reconciles during the hold (its metrics): nothing changes the held jobs, so
     /// each was woken by the JobSet controller still working on their JobSets and Jobs.
     reconciles: Option<u64>,
+    /// A fresh process over the held jobs: seconds until it reconciled them all once, and its
+    /// peak RSS (MiB) by then.
+    startup: Option<(f64, f64)>,
 }
+
+/// A system's operator process, owned by the bench so the steady state can restart it.
+enum Operator {
+    Trainset(operator::Extra),
+    Peer(Peer),
+}
+
+impl Operator {
+    async fn start(client: &Client, label: &'static str) -> Self {
+        match label {
+            "trainset" => Self::Trainset(start_trainset(client).await),
+            peer => Self::Peer(Peer::start(peer)),
+        }
+    }
+
+    fn label(&self) -> &'static str {
+        match self {
+            Self::Trainset(_) => "trainset",
+            Self::Peer(peer) => peer.name(),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        match self {
+            Self::Trainset(process) => process.pid(),
+            Self::Peer(peer) => peer_pid(peer.name()),
+        }
+    }
+
+    /// Stops the process as its Deployment would (SIGTERM; a peer by `e2e/peers … stop`).
+    async fn stop(self) {
+        match self {
+            Self::Trainset(process) => process.stop().await,
+            Self::Peer(peer) => drop(peer),
+        }
+    }
+}
+
+/// The name of the job created while the operator is stopped: it sorts after every held job, so
+/// an operator that works through what it listed in order reaches it last.
+const STARTUP_PROBE: &str = "zzz-startup-probe";
 
 /// How one system is driven.
 struct System {
@@ -415,8 +477,18 @@ async fn run_jobs(client: &Client, system: &System, jobs: usize) -> Run {
     run
 }
 
-async fn steady_state(client: &Client, system: &System, count: usize, hold: u64) -> Option<Steady> {
-    let (pid, _) = system.operator.filter(|_| count > 0)?;
+async fn steady_state(
+    client: &Client,
+    system: &System,
+    operator: Operator,
+    count: usize,
+    hold: u64,
+) -> Option<Steady> {
+    let pid = operator.pid();
+    if count == 0 {
+        operator.stop().await;
+        return None;
+    }
     let ns = TestNamespace::create(client, &format!("steady-{}", system.label)).await;
     let manifests: Vec<Value> = (0..count).map(|i| (system.manifest)(i, true)).collect();
     let api = dynamic_api(client, &manifests[0], Some(&ns.name));
@@ -447,6 +519,7 @@ async fn steady_state(client: &Client, system: &System, count: usize, hold: u64)
     } else {
         None
     };
+    let startup = startup(client, system, operator, &api, count).await;
     delete_and_wait(client, ns).await;
     Some(Steady {
         label: system.label,
@@ -455,7 +528,65 @@ async fn steady_state(client: &Client, system: &System, count: usize, hold: u64)
         reconciles: reconciles
             .zip(reconciles_before)
             .map(|(after, before)| after - before),
+        startup,
     })
+}
+
+/// Restarts `operator` over the `count` held jobs: the seconds from its process's start until it has
+/// reconciled each once, and its peak RSS then. A job created while it is stopped is reported last
+/// by an operator that works through its initial list in order (controller-runtime's queue); for
+/// trainset its own reconcile count must also reach every job.
+async fn startup(
+    client: &Client,
+    system: &System,
+    operator: Operator,
+    api: &Api<DynamicObject>,
+    count: usize,
+) -> Option<(f64, f64)> {
+    let label = operator.label();
+    operator.stop().await;
+    let mut probe = (system.manifest)(count, true);
+    probe["metadata"]["name"] = json!(STARTUP_PROBE);
+    submit(api, &[probe]).await;
+    let operator = Operator::start(client, label).await;
+    let probe_api = api.clone();
+    let reported = tokio::spawn(async move {
+        let only_probe = format!("metadata.name={STARTUP_PROBE}");
+        let probe = watcher(probe_api, watcher::Config::default().fields(&only_probe));
+        let mut probe = std::pin::pin!(probe);
+        while let Some(event) = probe.next().await {
+            if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = event
+                && suspended(&o).is_some()
+            {
+                return true;
+            }
+        }
+        false
+    });
+    let reported = tokio::time::timeout(limit(), reported).await;
+    let mut done = matches!(reported, Ok(Ok(true)));
+    if done && label == "trainset" {
+        let deadline = Instant::now() + limit();
+        while reconciles().await.is_none_or(|n| n <= count as u64) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        done = reconciles().await.is_some_and(|n| n > count as u64);
+    }
+    let pid = operator.pid();
+    let figures = (process_age(pid), memory_mib(pid, "VmHWM"));
+    println!(
+        "{label}: restarted over {count} suspended jobs: {}",
+        if done {
+            format!(
+                "all reconciled after {:.1} s, peak RSS {:.1} MiB",
+                figures.0, figures.1
+            )
+        } else {
+            format!("not all reconciled within {:?}", limit())
+        }
+    );
+    operator.stop().await;
+    done.then_some(figures)
 }
 
 /// How many reconciles the bench's trainset has run, of every kind (its `/metrics`).
@@ -644,6 +775,13 @@ fn print_keys(runs: &[Run], steady: &[Steady], jobs: usize) {
         if let Some(n) = s.reconciles {
             keys.push((format!("{prefix}reconciles_during_hold_10k"), n.to_string()));
         }
+        if let Some((seconds, peak)) = s.startup {
+            keys.push((format!("{prefix}startup_s_10k"), format!("{seconds:.1}")));
+            keys.push((
+                format!("{prefix}peak_rss_mib_startup_10k"),
+                format!("{peak:.1}"),
+            ));
+        }
     }
     println!();
     for (key, value) in keys {
@@ -662,17 +800,16 @@ async fn main() {
 
     // trainset first and the direct floor after it, on a control plane trainset has warmed: the
     // order does not favour trainset.
-    let trainset_process = start_trainset(&client).await;
+    let process = Operator::start(&client, "trainset").await;
     let trainset = System {
         label: "trainset",
-        operator: Some((trainset_process.pid(), TRAINSET_USER)),
+        operator: Some((process.pid(), TRAINSET_USER)),
         manifest: pytorchjob,
         done: succeeded,
         exists_pods: false,
     };
     runs.push(run_jobs(&client, &trainset, args.jobs).await);
-    steady.extend(steady_state(&client, &trainset, args.steady, args.hold).await);
-    drop(trainset_process);
+    steady.extend(steady_state(&client, &trainset, process, args.steady, args.hold).await);
 
     let direct = System {
         label: "direct",
@@ -684,29 +821,27 @@ async fn main() {
     runs.push(run_jobs(&client, &direct, args.jobs).await);
 
     if args.peers {
-        let peer = Peer::start("training-operator");
+        let peer = Operator::start(&client, "training-operator").await;
         let v1 = System {
             label: "training-operator",
-            operator: Some((peer_pid("training-operator"), "training-operator")),
+            operator: Some((peer.pid(), "training-operator")),
             manifest: pytorchjob,
             done: succeeded,
             exists_pods: true,
         };
         runs.push(run_jobs(&client, &v1, args.jobs).await);
-        steady.extend(steady_state(&client, &v1, args.steady, args.hold).await);
-        drop(peer);
+        steady.extend(steady_state(&client, &v1, peer, args.steady, args.hold).await);
 
-        let peer = Peer::start("trainer");
+        let peer = Operator::start(&client, "trainer").await;
         let trainer = System {
             label: "trainer",
-            operator: Some((peer_pid("trainer"), "trainer")),
+            operator: Some((peer.pid(), "trainer")),
             manifest: trainjob,
             done: complete,
             exists_pods: false,
         };
         runs.push(run_jobs(&client, &trainer, args.jobs).await);
-        steady.extend(steady_state(&client, &trainer, args.steady, args.hold).await);
-        drop(peer);
+        steady.extend(steady_state(&client, &trainer, peer, args.steady, args.hold).await);
     }
 
     print_table(&runs, &steady, args.jobs);

@@ -18,7 +18,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
-use super::{Caches, Routes};
+use super::{Caches, Packed, Routes};
 use crate::controller::Shutdown;
 use crate::controller::decode::{self, Decoded};
 
@@ -156,7 +156,7 @@ async fn watch(
 
 /// The JobSet of trainset's that `event` is about (the JobSet itself, or a Job of it), if the
 /// caches hold the object it names under the uid it names.
-fn about(event: &Event, caches: &Caches) -> Option<JobSet> {
+fn about(event: &Event, caches: &Caches) -> Option<Packed<JobSet>> {
     let object = &event.involved_object;
     let (name, namespace, uid) = (
         object.name.as_deref()?,

@@ -1,6 +1,6 @@
 //! The process's one watch of trainset's JobSets and one of their Jobs. Each is kept in a store
-//! that reconciles read instead of asking the apiserver, trimmed to what trainset reads, and each
-//! event goes to the controller of the object's training kind only.
+//! that reconciles read instead of asking the apiserver, packed to what trainset reads, and each
+//! change of what it reads goes to the controller of the object's training kind only.
 
 mod creation_failures;
 
@@ -8,22 +8,24 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use futures::channel::mpsc::{Receiver, Sender, channel};
-use futures::{SinkExt, StreamExt};
+use futures::{SinkExt, StreamExt, TryStreamExt};
 use jobset_types::JobSet;
 use jobset_types::keys::label as jobset_label;
-use k8s_openapi::api::batch::v1::{Job, JobStatus};
-use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
 
 use creation_failures::CreationFailures;
 
 use super::Shutdown;
-use super::decode::{self, Decoded};
+use super::packed::{Packed, Projection, Unpacked, pack_event};
 use crate::api::limits::MAX_TOTAL_REPLICAS;
+use crate::api::trainer::TrainJob;
 use crate::compile::{MANAGED_BY, OPERATOR_NAME, REPLICA_TYPE, TRAINSET};
 use crate::kinds::Served;
 use crate::telemetry::{Readiness, WatchHealth};
@@ -31,7 +33,10 @@ use crate::telemetry::{Readiness, WatchHealth};
 /// Events a controller may fall behind by before its watch waits for it.
 const BUFFER: usize = 1024;
 
-pub type Trigger<T> = Receiver<Result<T, watcher::Error>>;
+pub type Trigger<T> = Receiver<Result<Packed<T>, watcher::Error>>;
+
+/// The controllers a watch wakes, by the key its route gives an object.
+type Senders<T> = HashMap<String, Sender<Result<Packed<T>, watcher::Error>>>;
 
 /// What one controller reacts to: the JobSets and Jobs of its kind's jobs.
 pub struct Triggers {
@@ -42,10 +47,10 @@ pub struct Triggers {
 /// The stores the reconciles read.
 #[derive(Clone)]
 pub struct Caches {
-    pub jobsets: Store<JobSet>,
-    pub jobs: Store<Job>,
+    jobsets: Store<Packed<JobSet>>,
+    jobs: Store<Packed<Job>>,
     /// What Kubernetes refused to create for the JobSets in `jobsets`.
-    pub creation_failures: CreationFailures,
+    creation_failures: CreationFailures,
 }
 
 impl Caches {
@@ -53,6 +58,13 @@ impl Caches {
     /// kube-runtime's readiness wakes only the last task that waited.
     pub async fn ready(&self) -> bool {
         self.jobsets.wait_until_ready().await.is_ok() && self.jobs.wait_until_ready().await.is_ok()
+    }
+
+    /// The JobSet `namespace`/`name`, as far as trainset reads it.
+    pub fn jobset(&self, namespace: &str, name: &str) -> Option<JobSet> {
+        self.jobsets
+            .get(&ObjectRef::new(name).within(namespace))?
+            .read()
     }
 
     /// The Jobs of `jobset`, looked up by the names JobSet gives them
@@ -70,7 +82,7 @@ impl Caches {
         names
             .take(MAX_TOTAL_REPLICAS.unsigned_abs() as usize)
             .filter_map(|job| self.jobs.get(&ObjectRef::new(&job).within(&namespace)))
-            .map(|job| (*job).clone())
+            .filter_map(|job| job.read())
             .collect()
     }
 
@@ -82,19 +94,15 @@ impl Caches {
 
 /// Where a changed JobSet is sent: the controller of its controller owner's kind.
 #[derive(Clone, Default)]
-pub struct Routes(HashMap<String, Sender<Result<JobSet, watcher::Error>>>);
+pub struct Routes(Senders<JobSet>);
 
 impl Routes {
-    fn key(jobset: &JobSet) -> Option<String> {
-        let owner = jobset
-            .owner_references()
-            .iter()
-            .find(|o| o.controller == Some(true));
-        owner.map(|o| o.kind.clone())
+    fn key(jobset: &Packed<JobSet>) -> Option<String> {
+        controller_kind(jobset.meta()).map(str::to_owned)
     }
 
     /// Wakes the controller of `jobset`'s job, if one runs.
-    pub async fn send_jobset(&mut self, jobset: JobSet) {
+    pub async fn send_jobset(&mut self, jobset: Packed<JobSet>) {
         if let Some(tx) = Self::key(&jobset).and_then(|key| self.0.get_mut(&key)) {
             // A closed channel is a controller that stopped: nothing to tell.
             let _ = tx.send(Ok(jobset)).await;
@@ -102,15 +110,22 @@ impl Routes {
     }
 }
 
+/// The kind of the object's controller owner.
+fn controller_kind(meta: &ObjectMeta) -> Option<&str> {
+    let owners = meta.owner_references.as_deref().unwrap_or_default();
+    let owner = owners.iter().find(|o| o.controller == Some(true));
+    owner.map(|o| o.kind.as_str())
+}
+
 /// The two watches before they start: controllers take their triggers first.
 pub struct Watches {
     caches: Caches,
-    jobset_writer: Writer<JobSet>,
-    job_writer: Writer<Job>,
+    jobset_writer: Writer<Packed<JobSet>>,
+    job_writer: Writer<Packed<Job>>,
     /// By the kind of a JobSet's controller owner.
     jobset_routes: Routes,
     /// By a Job's `training.kubeflow.org/operator-name`.
-    job_routes: HashMap<String, Sender<Result<Job, watcher::Error>>>,
+    job_routes: Senders<Job>,
 }
 
 impl Watches {
@@ -162,6 +177,7 @@ impl Watches {
             self.jobset_writer,
             self.jobset_routes.0,
             Routes::key,
+            project_jobset,
             shutdown.clone(),
         ));
         tokio::spawn(watch(
@@ -169,121 +185,132 @@ impl Watches {
             readiness.watch(),
             self.job_writer,
             self.job_routes,
-            |job: &Job| job.labels().get(OPERATOR_NAME).cloned(),
+            |job: &Packed<Job>| job.labels().get(OPERATOR_NAME).cloned(),
+            project_job,
             shutdown,
         ));
     }
 }
 
-/// What a store keeps of an object: no managed fields, and no pod template in a Job (trainset
-/// reads a Job's status only; the template is most of its size).
-trait Trim {
-    fn trim(&mut self);
-}
-
-impl Trim for JobSet {
-    /// Of each pod template only what a resume may change (`suspend::resume_patch` compares
-    /// them): its metadata, node selector, tolerations and scheduling gates.
-    fn trim(&mut self) {
-        self.managed_fields_mut().clear();
-        for replicated in &mut self.spec.replicated_jobs {
-            let pod = replicated
-                .template
-                .spec
-                .as_mut()
-                .and_then(|job| job.template.spec.as_mut());
-            if let Some(pod) = pod {
-                *pod = PodSpec {
-                    node_selector: pod.node_selector.take(),
-                    tolerations: pod.tolerations.take(),
-                    scheduling_gates: pod.scheduling_gates.take(),
-                    ..PodSpec::default()
-                };
-            }
+/// Of a JobSet, what trainset reads: all but its pod templates' specs, of which only what a resume
+/// may change (`suspend::resume_patch` compares them: node selector, tolerations, scheduling
+/// gates); and the per-replicated-job counts only of a TrainJob's (v1 status never reads them).
+fn project_jobset(meta: &mut ObjectMeta, jobset: &mut Map<String, Value>) {
+    const RESUMABLE: [&str; 3] = ["nodeSelector", "tolerations", "schedulingGates"];
+    let replicated = jobset
+        .get_mut("spec")
+        .and_then(|spec| spec.get_mut("replicatedJobs"))
+        .and_then(Value::as_array_mut);
+    for replicated in replicated.into_iter().flatten() {
+        let pod = replicated
+            .pointer_mut("/template/spec/template/spec")
+            .and_then(Value::as_object_mut);
+        if let Some(pod) = pod {
+            pod.retain(|field, _| RESUMABLE.contains(&field.as_str()));
         }
     }
-}
-
-impl Trim for Job {
-    /// What reconciles and routing read: the name, the labels that say whose pods and which
-    /// restart attempt, and the pod counts. The rest (pod template, annotations, conditions) is
-    /// most of a Job's size.
-    fn trim(&mut self) {
-        let metadata = std::mem::take(&mut self.metadata);
-        let kept = [
-            REPLICA_TYPE,
-            OPERATOR_NAME,
-            jobset_label::JOBSET_NAME,
-            jobset_label::RESTART_ATTEMPT,
-        ];
-        let labels = metadata.labels.map(|mut labels| {
-            labels.retain(|key, _| kept.contains(&key.as_str()));
-            labels
-        });
-        self.metadata = ObjectMeta {
-            name: metadata.name,
-            namespace: metadata.namespace,
-            uid: metadata.uid,
-            resource_version: metadata.resource_version,
-            labels,
-            ..ObjectMeta::default()
-        };
-        self.spec = None;
-        self.status = self.status.take().map(|status| JobStatus {
-            active: status.active,
-            succeeded: status.succeeded,
-            failed: status.failed,
-            start_time: status.start_time,
-            ..JobStatus::default()
-        });
+    let status = jobset.get_mut("status").and_then(Value::as_object_mut);
+    if let (Some(status), false) = (status, controller_kind(meta) == Some(&TrainJob::kind(&()))) {
+        status.remove("replicatedJobsStatus");
     }
 }
 
+/// Of a Job, what reconciles and routing read: its name, the labels that say whose pods and which
+/// restart attempt, its pod counts and whether it finished. The rest (pod template, annotations,
+/// other conditions) is most of a Job's size, and changes of it wake nothing.
+fn project_job(meta: &mut ObjectMeta, job: &mut Map<String, Value>) {
+    const LABELS: [&str; 4] = [
+        REPLICA_TYPE,
+        OPERATOR_NAME,
+        jobset_label::JOBSET_NAME,
+        jobset_label::RESTART_ATTEMPT,
+    ];
+    const COUNTS: [&str; 4] = ["active", "succeeded", "failed", "startTime"];
+    const FINISHED: [&str; 2] = ["Complete", "Failed"];
+    let labels = meta.labels.take().map(|mut labels| {
+        labels.retain(|key, _| LABELS.contains(&key.as_str()));
+        labels
+    });
+    *meta = ObjectMeta {
+        name: meta.name.take(),
+        namespace: meta.namespace.take(),
+        uid: meta.uid.take(),
+        resource_version: meta.resource_version.take(),
+        labels,
+        ..ObjectMeta::default()
+    };
+    job.retain(|field, _| field == "status");
+    let Some(status) = job.get_mut("status").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let finished = status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|c| c["status"] == "True")
+        .filter_map(|c| c["type"].as_str())
+        .find(|type_| FINISHED.contains(type_))
+        .map(|type_| serde_json::json!([{"type": type_, "status": "True"}]));
+    status.retain(|field, _| COUNTS.contains(&field.as_str()));
+    if let Some(finished) = finished {
+        status.insert("conditions".to_owned(), finished);
+    }
+}
+
+/// A watch of trainset's objects of type `T`, kept in `writer`'s store as `project` packs them;
+/// each change of what is kept goes to the controller of `routes` that `route` names.
 async fn watch<T>(
-    api: Api<Decoded<T>>,
+    api: Api<Unpacked<T>>,
     mut health: WatchHealth,
-    writer: Writer<T>,
-    mut routes: HashMap<String, Sender<Result<T, watcher::Error>>>,
-    route: fn(&T) -> Option<String>,
+    mut writer: Writer<Packed<T>>,
+    mut routes: Senders<T>,
+    route: fn(&Packed<T>) -> Option<String>,
+    project: Projection,
     shutdown: Shutdown,
 ) where
-    T: Resource<DynamicType = ()> + Trim + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    T: Send + Sync + 'static,
+    T: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
 {
     let store = writer.as_reader();
     let managed = watcher::Config::default().labels(&format!("{MANAGED_BY}={TRAINSET}"));
     let events = watcher(api, managed)
         .default_backoff()
         .inspect(move |event| health.record(event))
-        .filter_map(|event| std::future::ready(event.map(decode::readable).transpose()))
-        .modify(T::trim)
-        .reflect(writer)
+        .map_ok(move |event| pack_event(event, project))
         .take_until(shutdown);
     let mut events = std::pin::pin!(events);
     // The first list is not routed: every controller reconciles all its jobs when it starts, and
     // routing it could fill a channel before the controllers read. A later list (after a watch
     // outage) is, once the store holds it: what it lists, and what vanished meanwhile.
     let mut listed = false;
-    let mut before_relist: Option<Vec<Arc<T>>> = None;
+    let mut before_relist: Option<Vec<Arc<Packed<T>>>> = None;
     while let Some(event) = events.next().await {
-        let changed: Vec<T> = match event {
-            Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => vec![object],
-            Ok(watcher::Event::Init) => {
-                before_relist = listed.then(|| store.state());
-                continue;
-            }
-            Ok(watcher::Event::InitApply(_)) => continue,
-            Ok(watcher::Event::InitDone) => {
-                listed = true;
-                match before_relist.take() {
-                    Some(before) => relisted(&store, before),
-                    None => continue,
-                }
-            }
+        let event = match event {
+            Ok(event) => event,
             Err(error) => {
                 tracing::warn!(%error, "watch failed; retrying");
                 continue;
             }
+        };
+        // A change of nothing kept (the JobSet controller's status churn, a resourceVersion)
+        // wakes no reconcile.
+        let unchanged = matches!(&event, watcher::Event::Apply(object)
+            if store.get(&ObjectRef::from_obj(object)).is_some_and(|kept| kept.same_as(object)));
+        if let watcher::Event::Init = event {
+            before_relist = listed.then(|| store.state());
+        }
+        writer.apply_watcher_event(&event);
+        let changed: Vec<Packed<T>> = match event {
+            watcher::Event::Apply(object) if !unchanged => vec![object],
+            watcher::Event::Delete(object) => vec![object],
+            watcher::Event::InitDone => {
+                listed = true;
+                before_relist
+                    .take()
+                    .map(|before| relisted(&store, before))
+                    .unwrap_or_default()
+            }
+            _ => continue,
         };
         for object in changed {
             if let Some(tx) = route(&object).and_then(|key| routes.get_mut(&key)) {
@@ -315,16 +342,24 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn jobset(name: &str, suspend: bool) -> JobSet {
-        serde_json::from_value(json!({
-            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-            "metadata": {"name": name, "namespace": "ns"},
-            "spec": {"suspend": suspend, "replicatedJobs": []}
-        }))
-        .unwrap_or_else(|e| panic!("JobSet: {e}"))
+    fn packed<T>(object: Value, project: Projection) -> Packed<T> {
+        serde_json::from_value::<Unpacked<T>>(object)
+            .unwrap_or_else(|e| panic!("unpacking: {e}"))
+            .pack(project)
     }
 
-    fn list(writer: &mut Writer<JobSet>, objects: &[JobSet]) {
+    fn jobset(name: &str, suspend: bool) -> Packed<JobSet> {
+        packed(
+            json!({
+                "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"suspend": suspend, "replicatedJobs": []}
+            }),
+            project_jobset,
+        )
+    }
+
+    fn list(writer: &mut Writer<Packed<JobSet>>, objects: &[Packed<JobSet>]) {
         writer.apply_watcher_event(&watcher::Event::Init);
         for object in objects {
             writer.apply_watcher_event(&watcher::Event::InitApply(object.clone()));
@@ -334,12 +369,13 @@ mod tests {
 
     #[test]
     fn a_relist_routes_what_it_lists_as_stored_and_what_vanished() {
-        let (store, mut writer) = reflector::store::<JobSet>();
+        let (store, mut writer) = reflector::store::<Packed<JobSet>>();
         list(&mut writer, &[jobset("a", true), jobset("b", false)]);
         let before = store.state();
         list(&mut writer, &[jobset("a", false)]);
         let mut routed: Vec<(String, Option<bool>)> = relisted(&store, before)
             .iter()
+            .filter_map(Packed::read)
             .map(|o| (o.name_any(), o.spec.suspend))
             .collect();
         routed.sort();
@@ -351,7 +387,7 @@ mod tests {
     }
 
     #[test]
-    fn a_trimmed_jobset_resumes_with_the_same_patch_as_the_full_one() {
+    fn a_packed_jobset_resumes_with_the_same_patch_as_the_full_one() {
         use crate::compile::Options;
         use crate::kinds::compile_manifest;
         let pod = json!({"metadata": {"labels": {"team": "a"}},
@@ -375,22 +411,33 @@ mod tests {
                 .unwrap_or_else(|e| panic!("compile: {e}"))
         };
         let live = compile("old");
-        let mut trimmed = live.clone();
-        trimmed.trim();
+        let as_json = serde_json::to_value(&live).unwrap_or_default();
+        let kept = packed::<JobSet>(as_json.clone(), project_jobset).read();
+        let kept = kept.unwrap_or_else(|| panic!("the packed JobSet does not read"));
         let wanted = compile("new");
         let full = crate::suspend::resume_patch(&live, &wanted);
-        assert_eq!(crate::suspend::resume_patch(&trimmed, &wanted), full);
+        assert_eq!(crate::suspend::resume_patch(&kept, &wanted), full);
         assert!(!full.0.is_empty(), "the node selector changed: {full:?}");
+        let pod = |jobset: &JobSet| {
+            let template = jobset.spec.replicated_jobs[0].template.spec.clone();
+            template
+                .and_then(|job| job.template.spec)
+                .unwrap_or_default()
+        };
+        assert!(pod(&kept).containers.is_empty());
+        assert_eq!(pod(&kept).node_selector, pod(&live).node_selector);
     }
 
     #[test]
     fn the_jobs_of_a_jobset_are_found_by_their_names() {
-        let (store, mut writer) = reflector::store::<Job>();
-        let job = |name: &str, namespace: &str| -> Job {
-            serde_json::from_value(json!({"metadata": {"name": name, "namespace": namespace}}))
-                .unwrap_or_else(|e| panic!("Job: {e}"))
+        let (store, mut writer) = reflector::store::<Packed<Job>>();
+        let job = |name: &str, namespace: &str| -> Packed<Job> {
+            packed(
+                json!({"metadata": {"name": name, "namespace": namespace}}),
+                project_job,
+            )
         };
-        let (jobsets, _) = reflector::store::<JobSet>();
+        let (jobsets, _) = reflector::store::<Packed<JobSet>>();
         for (name, namespace) in [
             ("demo-master-0", "ns"),
             ("demo-worker-0", "ns"),
@@ -419,31 +466,50 @@ mod tests {
         assert_eq!(found, ["demo-master-0", "demo-worker-0", "demo-worker-1"]);
     }
 
-    #[test]
-    fn a_job_keeps_its_counts_and_the_labels_read_and_nothing_else() {
-        let mut job: Job = serde_json::from_value(json!({
-            "metadata": {"name": "j", "namespace": "ns", "managedFields": [{"manager": "m"}],
-                         "annotations": {"a": "b"},
+    fn full_job(active: i32, other_label: &str) -> Value {
+        json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns", "resourceVersion": "7",
+                         "managedFields": [{"manager": "m"}], "annotations": {"a": "b"},
                          "labels": {"training.kubeflow.org/replica-type": "worker",
                                     "jobset.sigs.k8s.io/restart-attempt": "0",
                                     "jobset.sigs.k8s.io/jobset-name": "demo",
                                     "training.kubeflow.org/operator-name": "pytorchjob-controller",
-                                    "other": "x"}},
+                                    "other": other_label}},
             "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}},
-            "status": {"active": 2, "succeeded": 1, "failed": 0, "startTime": "2027-01-15T08:00:00Z",
-                       "conditions": [{"type": "Complete", "status": "False"}]}
-        }))
-        .unwrap_or_else(|e| panic!("Job: {e}"));
-        job.trim();
+            "status": {"active": active, "succeeded": 1, "failed": 0, "ready": active,
+                       "startTime": "2027-01-15T08:00:00Z",
+                       "conditions": [{"type": "SuccessCriteriaMet", "status": "True"},
+                                      {"type": "Complete", "status": "True",
+                                       "lastTransitionTime": "2027-01-15T08:01:00Z"}]}
+        })
+    }
+
+    #[test]
+    fn a_job_keeps_its_counts_the_labels_read_and_whether_it_finished() {
+        let job = packed::<Job>(full_job(2, "x"), project_job).read();
         let expected: Job = serde_json::from_value(json!({
-            "metadata": {"name": "j", "namespace": "ns",
+            "metadata": {"name": "j", "namespace": "ns", "resourceVersion": "7",
                          "labels": {"training.kubeflow.org/replica-type": "worker",
                                     "jobset.sigs.k8s.io/restart-attempt": "0",
                                     "jobset.sigs.k8s.io/jobset-name": "demo",
                                     "training.kubeflow.org/operator-name": "pytorchjob-controller"}},
-            "status": {"active": 2, "succeeded": 1, "failed": 0, "startTime": "2027-01-15T08:00:00Z"}
+            "status": {"active": 2, "succeeded": 1, "failed": 0, "startTime": "2027-01-15T08:00:00Z",
+                       "conditions": [{"type": "Complete", "status": "True"}]}
         }))
         .unwrap_or_else(|e| panic!("Job: {e}"));
-        assert_eq!(job, expected);
+        assert_eq!(job, Some(expected));
+    }
+
+    #[test]
+    fn only_a_change_of_what_is_kept_is_a_change() {
+        let job = |active: i32, other_label: &str, version: &str| {
+            let mut job = full_job(active, other_label);
+            job["metadata"]["resourceVersion"] = json!(version);
+            packed::<Job>(job, project_job)
+        };
+        let before = job(2, "x", "7");
+        assert!(before.same_as(&job(2, "y", "8")), "a label nobody reads");
+        assert!(!before.same_as(&job(1, "x", "8")), "a pod count");
     }
 }

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DeleteParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
@@ -180,12 +180,7 @@ impl Writes for TrainJobContext {
     ) -> Result<Plan, Error> {
         let name = job.name_any();
         let jobset = match lookup {
-            Lookup::Cache => self
-                .base
-                .caches
-                .jobsets
-                .get(&ObjectRef::new(&name).within(namespace))
-                .map(|js| (*js).clone()),
+            Lookup::Cache => self.base.caches.jobset(namespace, &name),
             Lookup::Live => Api::<JobSet>::namespaced(self.base.client.clone(), namespace)
                 .get_opt(&name)
                 .await

@@ -7,6 +7,7 @@ use super::FRAMEWORK;
 use crate::api::trainer::{AnyRuntime, ClusterTrainingRuntime, TrainJob, TrainingRuntime};
 use crate::compile::trainer::{self, RuntimeKind};
 use crate::controller::decode::{Decoded, Undecodable};
+use crate::controller::packed::Packed;
 
 /// The runtimes, from their watches.
 #[derive(Clone)]
@@ -57,24 +58,27 @@ impl Runtimes {
 /// The TrainJobs in `jobs` that wait on the runtime `kind`/`namespace`/`name`: those not
 /// finished that name it.
 pub fn naming(
-    jobs: &Store<Decoded<TrainJob>>,
+    jobs: &Store<Packed<TrainJob>>,
     kind: RuntimeKind,
     namespace: Option<&str>,
     name: &str,
-) -> Vec<ObjectRef<Decoded<TrainJob>>> {
+) -> Vec<ObjectRef<Packed<TrainJob>>> {
     let state = jobs.state();
     state
         .iter()
-        .filter(|decoded| {
-            let Ok(job) = &decoded.0 else {
+        .filter(|packed| {
+            // Outside the namespace: not even read.
+            if namespace.is_some_and(|ns| packed.namespace().as_deref() != Some(ns)) {
+                return false;
+            }
+            let Ok(job) = packed.decode().0 else {
                 return false;
             };
             !job.status
                 .as_ref()
                 .is_some_and(crate::status::trainer::is_finished)
-                && namespace.is_none_or(|ns| job.namespace().as_deref() == Some(ns))
-                && trainer::runtime_ref(job).is_ok_and(|r| r == (kind, name))
+                && trainer::runtime_ref(&job).is_ok_and(|r| r == (kind, name))
         })
-        .map(|decoded| ObjectRef::from_obj(decoded.as_ref()))
+        .map(|packed| ObjectRef::from_obj(packed.as_ref()))
         .collect()
 }

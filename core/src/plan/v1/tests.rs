@@ -7,6 +7,7 @@ use super::*;
 use crate::api::PyTorchJob;
 use crate::compile::Options;
 use crate::compile::v1::Compile;
+use crate::plan::jobs_show_end;
 
 const START: i64 = 1_800_000_000;
 
@@ -478,4 +479,32 @@ fn after_the_end_pods_are_cleaned_and_the_ttl_counted_from_completion() {
     let kept = pytorch(json!({}), succeeded_status(50));
     let kept = plan(facts(&kept, None, &[], 10_000)).expect("plan");
     assert!(kept.clean_pods.is_none() && !kept.delete_job && kept.requeue.is_none());
+}
+
+#[test]
+fn a_finished_jobset_is_shown_by_its_jobs_only_once_one_of_its_last_attempt_ended_the_same_way() {
+    let ended = |terminal: &str, restarts: i32| {
+        jobset(
+            false,
+            json!({}),
+            json!({"terminalState": terminal, "restarts": restarts}),
+        )
+    };
+    let finished = |type_: &str| {
+        let mut master = job("master", 0, 1);
+        let condition = serde_json::from_value(json!({"type": type_, "status": "True"}));
+        master.status.get_or_insert_default().conditions = Some(vec![condition.expect("cond")]);
+        vec![master, job("worker", 2, 0)]
+    };
+    assert!(jobs_show_end(&ended("Completed", 0), &finished("Complete")));
+    assert!(jobs_show_end(&ended("Failed", 0), &finished("Failed")));
+    // The Job cache is behind: nothing finished yet, the wrong end, or an older attempt's.
+    assert!(!jobs_show_end(&ended("Completed", 0), &running_jobs()));
+    assert!(!jobs_show_end(&ended("Completed", 0), &[]));
+    assert!(!jobs_show_end(&ended("Completed", 0), &finished("Failed")));
+    assert!(!jobs_show_end(
+        &ended("Completed", 1),
+        &finished("Complete")
+    ));
+    assert!(!jobs_show_end(&running_jobset(), &finished("Complete")));
 }
