@@ -3,7 +3,7 @@
 use std::fmt::Debug;
 
 use jobset_types::JobSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
@@ -169,7 +169,7 @@ pub(super) async fn create(
             return Ok(stop);
         }
     }
-    if let Some(stop) = service_taken(namespace, &compiled.jobset, ctx).await? {
+    if let Some(stop) = service_taken(namespace, &compiled.jobset, ctx) {
         return Ok(stop);
     }
     let name = compiled.jobset.name_any();
@@ -234,11 +234,7 @@ fn claim(wanted: &ObjectMeta, existing: &ObjectMeta, described: String) -> Optio
 /// The JobSet controller makes the headless Service `<subdomain>` for its pods' DNS names and
 /// takes over one that exists: a Service of that name that no JobSet of this name controls
 /// (a user's TensorBoard Service named like the job, say) would leave the pods without DNS.
-async fn service_taken(
-    namespace: &str,
-    jobset: &JobSet,
-    ctx: &Context,
-) -> Result<Option<Applied>, Error> {
+fn service_taken(namespace: &str, jobset: &JobSet, ctx: &Context) -> Option<Applied> {
     let name = jobset.name_any();
     let subdomain = jobset
         .spec
@@ -246,24 +242,17 @@ async fn service_taken(
         .as_ref()
         .and_then(|network| network.subdomain.clone())
         .unwrap_or_else(|| name.clone());
-    let existing = Api::<Service>::namespaced(ctx.client.clone(), namespace)
-        .get_metadata_opt(&subdomain)
-        .await
-        .map_err(kube_error("getting Service", &subdomain))?;
-    let Some(existing) = existing else {
-        return Ok(None);
-    };
+    let existing = ctx.caches.service(namespace, &subdomain)?;
     let described = format!("Service {subdomain}");
     let controller = existing
-        .metadata
         .owner_references
         .iter()
         .flatten()
         .find(|o| o.controller == Some(true));
-    Ok(match controller {
+    match controller {
         // This job's JobSet's (a cache behind), or an earlier one's that its JobSet replaces.
         Some(owner) if owner.kind == JobSet::kind(&()) && owner.name == name => None,
-        _ if existing.metadata.deletion_timestamp.is_some() => Some(Applied::Earlier(described)),
+        _ if existing.deletion_timestamp.is_some() => Some(Applied::Earlier(described)),
         other => {
             let holder = other.map_or("no controller".to_owned(), |o| {
                 format!("{} {}", o.kind, o.name)
@@ -279,7 +268,7 @@ async fn service_taken(
                 &described, &holder, kind, job,
             )))
         }
-    })
+    }
 }
 
 /// Server-side apply of the status: a field this manager stops sending (a count back at 0) is

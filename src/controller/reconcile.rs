@@ -20,6 +20,7 @@ use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use super::apply::Applied;
+use super::caches::listed_in_pages;
 use super::decode::{Decoded, Undecodable};
 use super::packed::Packed;
 use super::{Context, Error, Shutdown, report};
@@ -173,15 +174,12 @@ where
 {
     let (store, writer) = reflector::store();
     let mut health = ctx.readiness.watch();
-    let changes = watcher(
-        Api::<Packed<J>>::all(ctx.client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .inspect(move |event| health.record(event))
-    .reflect(writer)
-    .applied_objects()
-    .predicate_filter(predicates::generation, Default::default());
+    let changes = watcher(Api::<Packed<J>>::all(ctx.client.clone()), listed_in_pages())
+        .default_backoff()
+        .inspect(move |event| health.record(event))
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(predicates::generation, Default::default());
     (store, changes)
 }
 

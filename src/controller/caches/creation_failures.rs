@@ -111,7 +111,7 @@ async fn watch(
     let failures = &caches.creation_failures;
     // Decoded one by one: an event the types cannot read (anyone may write events) is left out
     // instead of failing the list.
-    let events = watcher(api, watcher::Config::default().fields(&fields))
+    let events = watcher(api, super::listed_in_pages().fields(&fields))
         .default_backoff()
         .filter_map(|event| std::future::ready(event.map(decode::readable).transpose()))
         .take_until(shutdown);

@@ -12,8 +12,10 @@ use futures::{SinkExt, StreamExt, TryStreamExt};
 use jobset_types::JobSet;
 use jobset_types::keys::label as jobset_label;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -44,11 +46,17 @@ pub struct Triggers {
     pub jobs: Trigger<Job>,
 }
 
+/// Objects per page of a watch's initial list: what is decoded at once before it is packed.
+const LIST_PAGE: u32 = 100;
+
 /// The stores the reconciles read.
 #[derive(Clone)]
 pub struct Caches {
     jobsets: Store<Packed<JobSet>>,
     jobs: Store<Packed<Job>>,
+    /// Every Service's name, namespace, controller and deletion, to see whose one named like a
+    /// JobSet's subdomain is before the JobSet would take it over.
+    services: Store<PartialObjectMeta<Service>>,
     /// What Kubernetes refused to create for the JobSets in `jobsets`.
     creation_failures: CreationFailures,
 }
@@ -57,7 +65,15 @@ impl Caches {
     /// Resolves once both watches have listed everything once. Await it from one task only:
     /// kube-runtime's readiness wakes only the last task that waited.
     pub async fn ready(&self) -> bool {
-        self.jobsets.wait_until_ready().await.is_ok() && self.jobs.wait_until_ready().await.is_ok()
+        self.jobsets.wait_until_ready().await.is_ok()
+            && self.jobs.wait_until_ready().await.is_ok()
+            && self.services.wait_until_ready().await.is_ok()
+    }
+
+    /// The metadata of the Service `namespace`/`name`, if it exists.
+    pub fn service(&self, namespace: &str, name: &str) -> Option<ObjectMeta> {
+        let service = self.services.get(&ObjectRef::new(name).within(namespace))?;
+        Some(service.metadata.clone())
     }
 
     /// The JobSet `namespace`/`name`, as far as trainset reads it.
@@ -122,6 +138,7 @@ pub struct Watches {
     caches: Caches,
     jobset_writer: Writer<Packed<JobSet>>,
     job_writer: Writer<Packed<Job>>,
+    service_writer: Writer<PartialObjectMeta<Service>>,
     /// By the kind of a JobSet's controller owner.
     jobset_routes: Routes,
     /// By a Job's `training.kubeflow.org/operator-name`.
@@ -132,14 +149,17 @@ impl Watches {
     pub fn new() -> Self {
         let (jobsets, jobset_writer) = reflector::store();
         let (jobs, job_writer) = reflector::store();
+        let (services, service_writer) = reflector::store();
         Self {
             caches: Caches {
                 jobsets,
                 jobs,
+                services,
                 creation_failures: CreationFailures::default(),
             },
             jobset_writer,
             job_writer,
+            service_writer,
             jobset_routes: Routes::default(),
             job_routes: HashMap::new(),
         }
@@ -167,10 +187,35 @@ impl Watches {
         jobsets
     }
 
-    /// Starts both watches, and those of the events saying what Kubernetes could not create
-    /// for them; they run until `shutdown`.
+    /// Starts the watches, and those of the events saying what Kubernetes could not create for
+    /// trainset's objects; they run until `shutdown`.
     pub fn start(self, client: &Client, readiness: &Arc<Readiness>, shutdown: Shutdown) {
         creation_failures::start(client, &self.caches, &self.jobset_routes, &shutdown);
+        let mut health = readiness.watch();
+        let services = watcher(
+            Api::<PartialObjectMeta<Service>>::all(client.clone()),
+            listed_in_pages(),
+        )
+        .default_backoff()
+        .inspect(move |event| health.record(event))
+        .modify(|service| {
+            let meta = std::mem::take(&mut service.metadata);
+            service.metadata = ObjectMeta {
+                name: meta.name,
+                namespace: meta.namespace,
+                resource_version: meta.resource_version,
+                owner_references: meta.owner_references.map(|mut owners| {
+                    owners.retain(|o| o.controller == Some(true));
+                    owners
+                }),
+                deletion_timestamp: meta.deletion_timestamp,
+                ..ObjectMeta::default()
+            };
+        })
+        .reflect(self.service_writer)
+        .take_until(shutdown.clone())
+        .for_each(|_| std::future::ready(()));
+        tokio::spawn(services);
         tokio::spawn(watch(
             Api::all(client.clone()),
             readiness.watch(),
@@ -190,6 +235,11 @@ impl Watches {
             shutdown,
         ));
     }
+}
+
+/// A watch whose initial list comes [`LIST_PAGE`] objects at a time.
+pub fn listed_in_pages() -> watcher::Config {
+    watcher::Config::default().page_size(LIST_PAGE)
 }
 
 /// Of a JobSet, what trainset reads: all but its pod templates' specs, of which only what a resume
@@ -272,7 +322,7 @@ async fn watch<T>(
     T: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
 {
     let store = writer.as_reader();
-    let managed = watcher::Config::default().labels(&format!("{MANAGED_BY}={TRAINSET}"));
+    let managed = listed_in_pages().labels(&format!("{MANAGED_BY}={TRAINSET}"));
     let events = watcher(api, managed)
         .default_backoff()
         .inspect(move |event| health.record(event))
@@ -450,6 +500,7 @@ mod tests {
         let caches = Caches {
             jobsets,
             jobs: store,
+            services: reflector::store().0,
             creation_failures: CreationFailures::default(),
         };
         let demo: JobSet = serde_json::from_value(json!({
