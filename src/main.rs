@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use kube::api::Api;
 use tokio::sync::watch;
-use trainset::controller::Settings;
+use trainset::controller::{Clients, Settings};
 use trainset::leader::Elector;
 use trainset::telemetry::{LogFormat, Metrics, Readiness};
 
@@ -171,9 +171,12 @@ async fn serve_and_lead(
     leader: LeaderArgs,
     settings: Settings,
 ) -> anyhow::Result<()> {
-    let client = kube::Client::try_default()
+    let config = kube::Config::infer()
         .await
-        .context("connecting to the cluster")?;
+        .context("reading the cluster's configuration")?;
+    let clients = Clients::new(config).context("connecting to the cluster")?;
+    // Renewals never queue behind the reconciles' requests.
+    let lease_client = clients.watches.clone();
     let metrics = Arc::new(Metrics::default());
     let readiness = Arc::new(Readiness::default());
     let (stop, stopped) = watch::channel(false);
@@ -193,7 +196,7 @@ async fn serve_and_lead(
     let mut elected = None;
     if leader.leader_elect {
         let identity = leader.identity.clone().unwrap_or_else(unique_identity);
-        let leases = Api::namespaced(client.clone(), &leader.lease_namespace);
+        let leases = Api::namespaced(lease_client, &leader.lease_namespace);
         let elector = Elector::new(leases, &leader.lease_name, &identity);
         readiness.standby();
         tracing::info!(lease = %leader.lease_name, namespace = %leader.lease_namespace, %identity, "waiting to lead");
@@ -208,7 +211,7 @@ async fn serve_and_lead(
 
     let (halt, halted) = watch::channel(false);
     let controllers = trainset::controller::run(
-        client,
+        clients,
         metrics.clone(),
         settings,
         readiness,

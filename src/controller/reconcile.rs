@@ -174,7 +174,7 @@ where
 {
     let (store, writer) = reflector::store();
     let mut health = ctx.readiness.watch();
-    let changes = watcher(Api::<Packed<J>>::all(ctx.client.clone()), listed_in_pages())
+    let changes = watcher(Api::<Packed<J>>::all(ctx.watch_client.clone()), listed_in_pages())
         .default_backoff()
         .inspect(move |event| health.record(event))
         .reflect(writer)

@@ -82,7 +82,7 @@ pub async fn run(
     config: ControllerConfig,
     shutdown: Shutdown,
 ) {
-    let client = base.client.clone();
+    let client = base.watch_client.clone();
     let (jobs, changes) = reconcile::jobs::<TrainJob>(&base);
     let (namespaced, namespaced_writer) = reflector::store();
     let (cluster, cluster_writer) = reflector::store();
