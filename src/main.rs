@@ -36,7 +36,7 @@ enum Command {
         cluster_domain: Option<String>,
         /// Reconciles of each kind that run at once (different jobs; one job is never
         /// reconciled twice at once).
-        #[arg(long, env = "TRAINSET_MAX_CONCURRENT_RECONCILES", default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..))]
+        #[arg(long, env = "TRAINSET_MAX_CONCURRENT_RECONCILES", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
         max_concurrent_reconciles: u16,
     },
     /// Compile training job manifests into the objects the controller would create.

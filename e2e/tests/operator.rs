@@ -242,7 +242,7 @@ async fn pods_still_active_at_success_count_as_succeeded() {
     manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"] = delay(600);
     let api = create(&client, &ns.name, &manifest).await;
     // Both worker pods run before the master ends (the status may not show it in between: a
-    // change of counts alone is written at most every 30 s).
+    // change of counts alone is written at most every 2 minutes).
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
     let workers = ListParams::default()
         .labels("training.kubeflow.org/job-name=active,training.kubeflow.org/replica-type=worker");

@@ -246,9 +246,9 @@ pub struct Settings {
 /// Requests (reads and writes, not watches) in flight at once. The apiserver's fair queuing keeps
 /// a queue of limited length for each client, and answers 429 Too Many Requests once it is full:
 /// at 256 reconciles at once a tenth of trainset's requests were refused, each a retry and a
-/// delay. Queued here, none are; and 32 requests of tens of milliseconds each carry hundreds a
+/// delay. Queued here, none are; and 64 requests of tens of milliseconds each carry hundreds a
 /// second, more than a thousand jobs arriving at once ask for.
-pub const REQUESTS_IN_FLIGHT: usize = 32;
+pub const REQUESTS_IN_FLIGHT: usize = 64;
 
 /// The clients of the controllers, made from one configuration.
 pub struct Clients {

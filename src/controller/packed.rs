@@ -125,6 +125,11 @@ impl<K: Resource + DeserializeOwned> Packed<K> {
 }
 
 impl<K> Packed<K> {
+    /// The object's fields but its metadata, as compact JSON.
+    pub fn rest(&self) -> &str {
+        &self.rest
+    }
+
     /// Whether `other` holds the same fields, whatever its resourceVersion: a change nobody reads.
     pub fn same_as(&self, other: &Self) -> bool {
         if self.rest != other.rest {

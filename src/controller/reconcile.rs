@@ -174,12 +174,15 @@ where
 {
     let (store, writer) = reflector::store();
     let mut health = ctx.readiness.watch();
-    let changes = watcher(Api::<Packed<J>>::all(ctx.watch_client.clone()), listed_in_pages())
-        .default_backoff()
-        .inspect(move |event| health.record(event))
-        .reflect(writer)
-        .applied_objects()
-        .predicate_filter(predicates::generation, Default::default());
+    let changes = watcher(
+        Api::<Packed<J>>::all(ctx.watch_client.clone()),
+        listed_in_pages(),
+    )
+    .default_backoff()
+    .inspect(move |event| health.record(event))
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(predicates::generation, Default::default());
     (store, changes)
 }
 

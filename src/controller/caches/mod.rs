@@ -216,25 +216,47 @@ impl Watches {
         .take_until(shutdown.clone())
         .for_each(|_| std::future::ready(()));
         tokio::spawn(services);
+        let jobsets = Keeping {
+            project: project_jobset,
+            route: Routes::key,
+            inert: |_| false,
+        };
         tokio::spawn(watch(
             Api::all(client.clone()),
             readiness.watch(),
             self.jobset_writer,
-            self.jobset_routes.0,
-            Routes::key,
-            project_jobset,
+            (self.jobset_routes.0, jobsets),
             shutdown.clone(),
         ));
+        let jobs = Keeping {
+            project: project_job,
+            route: |job| job.labels().get(OPERATOR_NAME).cloned(),
+            inert: job_counts_nothing,
+        };
         tokio::spawn(watch(
             Api::all(client.clone()),
             readiness.watch(),
             self.job_writer,
-            self.job_routes,
-            |job: &Packed<Job>| job.labels().get(OPERATOR_NAME).cloned(),
-            project_job,
+            (self.job_routes, jobs),
             shutdown,
         ));
     }
+}
+
+/// How a watch keeps and routes the objects of one type.
+struct Keeping<T> {
+    /// What of each object is kept.
+    project: Projection,
+    /// The controller an object wakes: its key in the routes.
+    route: fn(&Packed<T>) -> Option<String>,
+    /// Whether the object's arrival or departure changes nothing a plan reads.
+    inert: fn(&Packed<T>) -> bool,
+}
+
+/// A Job with no pod counted, started or finished: the JobSet controller creating the Jobs of
+/// 10,000 suspended JobSets would otherwise wake a reconcile for each.
+fn job_counts_nothing(job: &Packed<Job>) -> bool {
+    matches!(job.rest(), "{}" | r#"{"status":{}}"#)
 }
 
 /// A watch whose initial list comes [`LIST_PAGE`] objects at a time.
@@ -289,7 +311,7 @@ fn project_job(meta: &mut ObjectMeta, job: &mut Map<String, Value>) {
         labels,
         ..ObjectMeta::default()
     };
-    job.retain(|field, _| field == "status");
+    job.retain(|field, value| field == "status" && value.is_object());
     let Some(status) = job.get_mut("status").and_then(Value::as_object_mut) else {
         return;
     };
@@ -308,15 +330,13 @@ fn project_job(meta: &mut ObjectMeta, job: &mut Map<String, Value>) {
     }
 }
 
-/// A watch of trainset's objects of type `T`, kept in `writer`'s store as `project` packs them;
-/// each change of what is kept goes to the controller of `routes` that `route` names.
+/// A watch of trainset's objects of type `T`, kept in `writer`'s store as `keeping` says; each
+/// change of what is kept goes to the controller of `routes` it names.
 async fn watch<T>(
     api: Api<Unpacked<T>>,
     mut health: WatchHealth,
     mut writer: Writer<Packed<T>>,
-    mut routes: Senders<T>,
-    route: fn(&Packed<T>) -> Option<String>,
-    project: Projection,
+    (mut routes, keeping): (Senders<T>, Keeping<T>),
     shutdown: Shutdown,
 ) where
     T: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
@@ -326,7 +346,7 @@ async fn watch<T>(
     let events = watcher(api, managed)
         .default_backoff()
         .inspect(move |event| health.record(event))
-        .map_ok(move |event| pack_event(event, project))
+        .map_ok(move |event| pack_event(event, keeping.project))
         .take_until(shutdown);
     let mut events = std::pin::pin!(events);
     // The first list is not routed: every controller reconciles all its jobs when it starts, and
@@ -342,17 +362,24 @@ async fn watch<T>(
                 continue;
             }
         };
-        // A change of nothing kept (the JobSet controller's status churn, a resourceVersion)
-        // wakes no reconcile.
-        let unchanged = matches!(&event, watcher::Event::Apply(object)
-            if store.get(&ObjectRef::from_obj(object)).is_some_and(|kept| kept.same_as(object)));
+        // A change of nothing kept (the JobSet controller's status churn, a resourceVersion),
+        // and an object whose coming or going nothing reads, wake no reconcile.
+        let unchanged = match &event {
+            watcher::Event::Apply(object) => match store.get(&ObjectRef::from_obj(object)) {
+                Some(kept) => kept.same_as(object),
+                None => (keeping.inert)(object),
+            },
+            watcher::Event::Delete(object) => (keeping.inert)(object),
+            _ => false,
+        };
         if let watcher::Event::Init = event {
             before_relist = listed.then(|| store.state());
         }
         writer.apply_watcher_event(&event);
         let changed: Vec<Packed<T>> = match event {
-            watcher::Event::Apply(object) if !unchanged => vec![object],
-            watcher::Event::Delete(object) => vec![object],
+            watcher::Event::Apply(object) | watcher::Event::Delete(object) if !unchanged => {
+                vec![object]
+            }
             watcher::Event::InitDone => {
                 listed = true;
                 before_relist
@@ -363,7 +390,7 @@ async fn watch<T>(
             _ => continue,
         };
         for object in changed {
-            if let Some(tx) = route(&object).and_then(|key| routes.get_mut(&key)) {
+            if let Some(tx) = (keeping.route)(&object).and_then(|key| routes.get_mut(&key)) {
                 // A closed channel is a controller that stopped: nothing to tell.
                 let _ = tx.send(Ok(object)).await;
             }
@@ -562,5 +589,23 @@ mod tests {
         let before = job(2, "x", "7");
         assert!(before.same_as(&job(2, "y", "8")), "a label nobody reads");
         assert!(!before.same_as(&job(1, "x", "8")), "a pod count");
+    }
+
+    #[test]
+    fn a_job_that_counts_nothing_comes_and_goes_unread() {
+        let created = |status: Value| {
+            let mut job = full_job(0, "x");
+            job["status"] = status;
+            packed::<Job>(job, project_job)
+        };
+        assert!(job_counts_nothing(&created(Value::Null)));
+        assert!(job_counts_nothing(&created(json!({}))));
+        let suspended = json!({"conditions": [{"type": "Suspended", "status": "True"}]});
+        assert!(job_counts_nothing(&created(suspended)));
+        assert!(!job_counts_nothing(&created(json!({"active": 1}))));
+        assert!(!job_counts_nothing(&packed::<Job>(
+            full_job(0, "x"),
+            project_job
+        )));
     }
 }
