@@ -256,7 +256,7 @@ struct Keeping<T> {
 /// A Job with no pod counted, started or finished: the JobSet controller creating the Jobs of
 /// 10,000 suspended JobSets would otherwise wake a reconcile for each.
 fn job_counts_nothing(job: &Packed<Job>) -> bool {
-    matches!(job.rest(), "{}" | r#"{"status":{}}"#)
+    job.rest() == "{}"
 }
 
 /// A watch whose initial list comes [`LIST_PAGE`] objects at a time.
@@ -327,6 +327,10 @@ fn project_job(meta: &mut ObjectMeta, job: &mut Map<String, Value>) {
     status.retain(|field, _| COUNTS.contains(&field.as_str()));
     if let Some(finished) = finished {
         status.insert("conditions".to_owned(), finished);
+    }
+    // A Job created without a status and one whose status counts nothing read the same.
+    if status.is_empty() {
+        job.remove("status");
     }
 }
 
