@@ -307,7 +307,10 @@ pub fn only_counts_changed(old: &JobStatus, new: &JobStatus) -> bool {
         status.replica_statuses.clear();
         status
     };
-    without_counts(old) == without_counts(new)
+    // Whether any pod is active is more than a count: Kueue reads it (a preempted job gives its
+    // quota back once none of its pods is active), so its change is written at once.
+    let any_active = |status: &JobStatus| status.replica_statuses.values().any(|r| r.active > 0);
+    any_active(old) == any_active(new) && without_counts(old) == without_counts(new)
 }
 
 fn without_times(status: &JobStatus) -> JobStatus {

@@ -328,6 +328,7 @@ fn an_unchanged_observation_writes_nothing() {
 
 #[test]
 fn new_counts_alone_wait_for_the_interval_and_new_conditions_do_not() {
+    let job_of = job;
     let more = [job("master", 1, 0), job("worker", 1, 1)];
     let job = pytorch(json!({}), running_status(0));
     let live = running_jobset();
@@ -350,6 +351,12 @@ fn new_counts_alone_wait_for_the_interval_and_new_conditions_do_not() {
             .status
             .is_some()
     );
+
+    // The last active pod gone (a preempted job's): Kueue waits for that, so it is written at once.
+    let stopped = [job_of("master", 0, 0), job_of("worker", 0, 0)];
+    let mut gone = facts(&job, Some(&live), &stopped, 3);
+    gone.since_status_write = Some(Duration::from_secs(2));
+    assert!(plan(gone).expect("plan").status.is_some());
 
     let done = jobset(
         false,
