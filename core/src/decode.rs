@@ -4,10 +4,7 @@
 //! the kind unreconciled. Wrapped in [`Decoded`], such an object keeps only its metadata, its raw
 //! status and why it could not be read, so it is reported on itself while the others run.
 
-use std::borrow::Cow;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use serde::de::{Deserialize, DeserializeOwned, Deserializer, Error as _};
 use serde_json::Value;
 
@@ -48,40 +45,57 @@ impl<'de, K: DeserializeOwned> Deserialize<'de> for Decoded<K> {
     }
 }
 
-impl<K: Resource> Resource for Decoded<K> {
-    type DynamicType = K::DynamicType;
-    type Scope = K::Scope;
+/// `Resource` for `$wrapper<K>`, an object of the resource `K` wrapped: `K`'s type information,
+/// and the metadata `$meta` and `$meta_mut` reach from the wrapper `$this`.
+#[macro_export]
+macro_rules! resource_of_wrapped {
+    ($wrapper:ident, |$this:ident| $meta:expr, $meta_mut:expr) => {
+        impl<K: ::kube::Resource> ::kube::Resource for $wrapper<K> {
+            type DynamicType = K::DynamicType;
+            type Scope = K::Scope;
 
-    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::kind(dt)
-    }
+            fn kind(dt: &Self::DynamicType) -> ::std::borrow::Cow<'_, str> {
+                K::kind(dt)
+            }
 
-    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::group(dt)
-    }
+            fn group(dt: &Self::DynamicType) -> ::std::borrow::Cow<'_, str> {
+                K::group(dt)
+            }
 
-    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::version(dt)
-    }
+            fn version(dt: &Self::DynamicType) -> ::std::borrow::Cow<'_, str> {
+                K::version(dt)
+            }
 
-    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::plural(dt)
-    }
+            fn plural(dt: &Self::DynamicType) -> ::std::borrow::Cow<'_, str> {
+                K::plural(dt)
+            }
 
-    fn meta(&self) -> &ObjectMeta {
-        match &self.0 {
-            Ok(object) => object.meta(),
-            Err(undecodable) => &undecodable.metadata,
+            fn meta(&self) -> &::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                let $this = self;
+                $meta
+            }
+
+            fn meta_mut(
+                &mut self,
+            ) -> &mut ::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                let $this = self;
+                $meta_mut
+            }
         }
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        match &mut self.0 {
-            Ok(object) => object.meta_mut(),
-            Err(undecodable) => &mut undecodable.metadata,
-        }
-    }
+    };
 }
+
+resource_of_wrapped!(
+    Decoded,
+    |decoded| match &decoded.0 {
+        Ok(object) => object.meta(),
+        Err(undecodable) => &undecodable.metadata,
+    },
+    match &mut decoded.0 {
+        Ok(object) => object.meta_mut(),
+        Err(undecodable) => &mut undecodable.metadata,
+    }
+);
 
 #[cfg(test)]
 mod tests {

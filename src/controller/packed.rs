@@ -4,7 +4,6 @@
 //! and the rest of it as compact JSON, read back into its type when a reconcile needs it: a few
 //! KiB per job, and decoding one is a few microseconds, paid only by the reconciles that read it.
 
-use std::borrow::Cow;
 use std::marker::PhantomData;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -153,7 +152,7 @@ pub fn pack_event<K>(event: Event<Unpacked<K>>, project: Projection) -> Event<Pa
     }
 }
 
-/// The type information of `K` for a wrapper of it, and `Clone` and `Debug` whatever `K` has.
+/// `K`'s type information for a wrapper of it, and `Clone` and `Debug` whatever `K` has.
 macro_rules! resource_of {
     ($wrapper:ident) => {
         impl<K> Clone for $wrapper<K> {
@@ -175,34 +174,7 @@ macro_rules! resource_of {
             }
         }
 
-        impl<K: Resource> Resource for $wrapper<K> {
-            type DynamicType = K::DynamicType;
-            type Scope = K::Scope;
-
-            fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
-                K::kind(dt)
-            }
-
-            fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
-                K::group(dt)
-            }
-
-            fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
-                K::version(dt)
-            }
-
-            fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
-                K::plural(dt)
-            }
-
-            fn meta(&self) -> &ObjectMeta {
-                &self.meta
-            }
-
-            fn meta_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.meta
-            }
-        }
+        trainset_core::resource_of_wrapped!($wrapper, |this| &this.meta, &mut this.meta);
     };
 }
 resource_of!(Unpacked);
