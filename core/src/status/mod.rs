@@ -288,10 +288,14 @@ pub fn deadline_left(
 
 /// Whether the job reached `Succeeded` or `Failed`.
 pub fn is_terminal(status: &JobStatus) -> bool {
+    is_true(status, SUCCEEDED) || is_true(status, FAILED)
+}
+
+fn is_true(status: &JobStatus, type_: &str) -> bool {
     status
         .conditions
         .iter()
-        .any(|c| (c.type_ == SUCCEEDED || c.type_ == FAILED) && c.status == "True")
+        .any(|c| c.type_ == type_ && c.status == "True")
 }
 
 /// Whether two statuses differ in anything but timestamps: only then is a patch sent.
@@ -307,10 +311,11 @@ pub fn only_counts_changed(old: &JobStatus, new: &JobStatus) -> bool {
         status.replica_statuses.clear();
         status
     };
-    // Whether any pod is active is more than a count: Kueue reads it (a preempted job gives its
-    // quota back once none of its pods is active), so its change is written at once.
+    // Whether any pod of a suspended job is active is more than a count: Kueue gives a preempted
+    // job's quota back only once none of its pods is active, so that change is written at once.
     let any_active = |status: &JobStatus| status.replica_statuses.values().any(|r| r.active > 0);
-    any_active(old) == any_active(new) && without_counts(old) == without_counts(new)
+    let kueue_waits = is_true(new, SUSPENDED) && any_active(old) != any_active(new);
+    !kueue_waits && without_counts(old) == without_counts(new)
 }
 
 fn without_times(status: &JobStatus) -> JobStatus {

@@ -79,22 +79,35 @@ fn running_jobs() -> Vec<Job> {
 
 /// The status trainset wrote when it saw the job running at `start`.
 fn running_status(start: i64) -> Value {
-    let subject = Subject {
+    let (jobset, jobs) = (running_jobset(), running_jobs());
+    let observed = Observed {
+        jobset: Some(&jobset),
+        jobs: &jobs,
+    };
+    let status = status::derive(&subject(), None, &observed, &at(start));
+    serde_json::to_value(status).expect("status")
+}
+
+/// The status trainset wrote when it saw `jobset` suspended while `jobs` still had pods.
+fn suspended_status(jobset: &JobSet, jobs: &[Job]) -> Value {
+    let running: JobStatus = serde_json::from_value(running_status(0)).expect("status");
+    let observed = Observed {
+        jobset: Some(jobset),
+        jobs,
+    };
+    let status = status::derive(&subject(), Some(&running), &observed, &at(1));
+    serde_json::to_value(status).expect("status")
+}
+
+fn subject() -> Subject<'static> {
+    Subject {
         kind: "PyTorchJob",
         name: "demo",
         operator_name: "pytorchjob-controller",
         replica_types: &["Master", "Worker"],
         selector: true,
         detailed_failure: false,
-    };
-    let jobset = running_jobset();
-    let jobs = running_jobs();
-    let observed = Observed {
-        jobset: Some(&jobset),
-        jobs: &jobs,
-    };
-    let status = status::derive(&subject, None, &observed, &at(start));
-    serde_json::to_value(status).expect("status")
+    }
 }
 
 fn succeeded_status(completed: i64) -> Value {
@@ -352,11 +365,21 @@ fn new_counts_alone_wait_for_the_interval_and_new_conditions_do_not() {
             .is_some()
     );
 
-    // The last active pod gone (a preempted job's): Kueue waits for that, so it is written at once.
+    // The last active pod of a running job gone: a count like any other.
     let stopped = [job_of("master", 0, 0), job_of("worker", 0, 0)];
     let mut gone = facts(&job, Some(&live), &stopped, 3);
     gone.since_status_write = Some(Duration::from_secs(2));
-    assert!(plan(gone).expect("plan").status.is_some());
+    assert!(plan(gone).expect("plan").status.is_none());
+    // The last active pod of a suspended (preempted) job gone: Kueue waits for that, so it is
+    // written at once.
+    let held = jobset(true, json!({}), json!({"restarts": 0}));
+    let preempted = pytorch(json!({"suspend": true}), suspended_status(&held, &more));
+    let mut stopping = facts(&preempted, Some(&held), &more, 3);
+    stopping.since_status_write = Some(Duration::from_secs(2));
+    assert!(plan(stopping).expect("plan").status.is_none());
+    let mut stopped_now = facts(&preempted, Some(&held), &stopped, 3);
+    stopped_now.since_status_write = Some(Duration::from_secs(2));
+    assert!(plan(stopped_now).expect("plan").status.is_some());
 
     let done = jobset(
         false,
