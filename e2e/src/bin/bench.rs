@@ -348,6 +348,8 @@ fn requests_since(mark: &Audit, user: &str) -> Requests {
 /// One system running N jobs.
 struct Run {
     label: &'static str,
+    /// Seconds until the bench had created every job: the pace the control plane took them at.
+    submitted: f64,
     /// Every JobSet exists (v1: every pod).
     exists: Timeline,
     /// Every job reported finished.
@@ -362,6 +364,8 @@ struct Steady {
     label: &'static str,
     rss_mib: f64,
     idle_cpu_pct: f64,
+    /// The control plane's CPU during the hold (% of a core): whether the cluster was idle too.
+    control_plane_pct: f64,
     /// trainset's reconciles during the hold (its metrics): nothing changes the held jobs, so
     /// each was woken by the JobSet controller still working on their JobSets and Jobs.
     reconciles: Option<u64>,
@@ -449,8 +453,11 @@ async fn run_jobs(client: &Client, system: &System, jobs: usize) -> Run {
     let operator_cpu = system.operator.map(|(pid, _)| cpu_seconds(pid));
     let control_plane = control_plane_cpu();
     let start = Instant::now();
-    let ((), exists, done) = tokio::join!(
-        submit(&api, &objects),
+    let (submitted, exists, done) = tokio::join!(
+        async {
+            submit(&api, &objects).await;
+            start.elapsed().as_secs_f64()
+        },
         observe(exists_api, start, jobs, needed, mark),
         observe(api.clone(), start, jobs, 1, system.done),
     );
@@ -468,6 +475,7 @@ async fn run_jobs(client: &Client, system: &System, jobs: usize) -> Run {
     delete_and_wait(client, ns).await;
     let run = Run {
         label: system.label,
+        submitted,
         exists,
         done,
         operator,
@@ -510,9 +518,11 @@ async fn steady_state(
     } else {
         None
     };
-    let before = cpu_seconds(pid);
+    let (before, control_plane) = (cpu_seconds(pid), control_plane_cpu());
     tokio::time::sleep(Duration::from_secs(hold)).await;
-    let idle_cpu_pct = (cpu_seconds(pid) - before) / hold as f64 * 100.0;
+    let percent = |seconds: f64| seconds / hold as f64 * 100.0;
+    let idle_cpu_pct = percent(cpu_seconds(pid) - before);
+    let control_plane_pct = percent(control_plane_cpu() - control_plane);
     let rss_mib = memory_mib(pid, "VmRSS");
     let reconciles = if own_metrics {
         reconciles().await
@@ -525,6 +535,7 @@ async fn steady_state(
         label: system.label,
         rss_mib,
         idle_cpu_pct,
+        control_plane_pct,
         reconciles: reconciles
             .zip(reconciles_before)
             .map(|(after, before)| after - before),
@@ -651,6 +662,7 @@ fn print_table(runs: &[Run], steady: &[Steady], jobs: usize) {
         println!("{label:<40}{cells}");
     };
     let times = |(p50, p99, last): (f64, f64, f64)| format!("{p50:.1}/{p99:.1}/{last:.1}");
+    row("all submitted (s)", &|r| format!("{:.1}", r.submitted));
     row("work exists, p50/p99/last (s)", &|r| {
         times(r.exists.summary())
     });
@@ -706,8 +718,9 @@ fn print_table(runs: &[Run], steady: &[Steady], jobs: usize) {
             .map(|n| format!(", {n} reconciles during the hold"))
             .unwrap_or_default();
         println!(
-            "steady state, {}: RSS {:.1} MiB, idle CPU {:.2} % of a core{woken}",
-            s.label, s.rss_mib, s.idle_cpu_pct
+            "steady state, {}: RSS {:.1} MiB, idle CPU {:.2} % of a core{woken} \
+             (control plane {:.0} %)",
+            s.label, s.rss_mib, s.idle_cpu_pct, s.control_plane_pct
         );
     }
 }
@@ -871,8 +884,9 @@ fn progress(run: &Run) {
         )
     });
     println!(
-        "{}: exists {}, finished {}, control plane CPU {:.1} s{operator}",
+        "{}: submitted in {:.1} s, exists {}, finished {}, control plane CPU {:.1} s{operator}",
         run.label,
+        run.submitted,
         run.exists.describe(),
         run.done.describe(),
         run.control_plane_cpu

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use futures::channel::mpsc::{Receiver, Sender, channel};
 use futures::{SinkExt, StreamExt, TryStreamExt};
 use jobset_types::JobSet;
-use jobset_types::keys::label as jobset_label;
+use jobset_types::keys::{condition as jobset_condition, label as jobset_label};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -266,9 +266,16 @@ pub fn listed_in_pages() -> watcher::Config {
 
 /// Of a JobSet, what trainset reads: all but its pod templates' specs, of which only what a resume
 /// may change (`suspend::resume_patch` compares them: node selector, tolerations, scheduling
-/// gates); and the per-replicated-job counts only of a TrainJob's (v1 status never reads them).
+/// gates); the per-replicated-job counts only of a TrainJob's (v1 status never reads them); and
+/// the conditions statuses read. The JobSet controller's `Suspended` and startup-policy conditions
+/// would otherwise wake a reconcile per JobSet, 10,000 of them for 10,000 suspended jobs.
 fn project_jobset(meta: &mut ObjectMeta, jobset: &mut Map<String, Value>) {
     const RESUMABLE: [&str; 3] = ["nodeSelector", "tolerations", "schedulingGates"];
+    const READ: [&str; 3] = [
+        jobset_condition::COMPLETED,
+        jobset_condition::FAILED,
+        jobset_condition::RESTARTING,
+    ];
     let replicated = jobset
         .get_mut("spec")
         .and_then(|spec| spec.get_mut("replicatedJobs"))
@@ -281,9 +288,35 @@ fn project_jobset(meta: &mut ObjectMeta, jobset: &mut Map<String, Value>) {
             pod.retain(|field, _| RESUMABLE.contains(&field.as_str()));
         }
     }
-    let status = jobset.get_mut("status").and_then(Value::as_object_mut);
-    if let (Some(status), false) = (status, controller_kind(meta) == Some(&TrainJob::kind(&()))) {
+    let Some(status) = jobset.get_mut("status").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if controller_kind(meta) != Some(&TrainJob::kind(&())) {
         status.remove("replicatedJobsStatus");
+    }
+    if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+        conditions.retain(|c| c["type"].as_str().is_some_and(|t| READ.contains(&t)));
+    }
+    without_zero_values(jobset, "status");
+}
+
+/// `object` without the field `status` if it holds only zero values, and without those: Go writes
+/// `restarts: 0` or an empty list where it has nothing to say, which reads as no field at all.
+/// The JobSet controller's first status on a suspended JobSet is then no change.
+fn without_zero_values(object: &mut Map<String, Value>, status: &str) {
+    let zero = |value: &Value| match value {
+        Value::Null => true,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::Bool(_) => false,
+    };
+    if let Some(fields) = object.get_mut(status).and_then(Value::as_object_mut) {
+        fields.retain(|_, value| !zero(value));
+    }
+    if object.get(status).is_some_and(zero) {
+        object.remove(status);
     }
 }
 
@@ -329,9 +362,7 @@ fn project_job(meta: &mut ObjectMeta, job: &mut Map<String, Value>) {
         status.insert("conditions".to_owned(), finished);
     }
     // A Job created without a status and one whose status counts nothing read the same.
-    if status.is_empty() {
-        job.remove("status");
-    }
+    without_zero_values(job, "status");
 }
 
 /// A watch of trainset's objects of type `T`, kept in `writer`'s store as `keeping` says; each
@@ -510,6 +541,41 @@ mod tests {
     }
 
     #[test]
+    fn a_jobset_status_no_plan_reads_is_no_change() {
+        let with = |conditions: Value| {
+            let jobset = json!({
+                "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                "metadata": {"name": "demo", "namespace": "ns"},
+                "spec": {"suspend": true, "replicatedJobs": []},
+                "status": {"restarts": 0, "conditions": conditions}
+            });
+            packed::<JobSet>(jobset, project_jobset)
+        };
+        let condition = |type_: &str| {
+            json!({"type": type_, "status": "True", "reason": "r",
+            "message": "m", "lastTransitionTime": "2027-01-15T08:00:00Z"})
+        };
+        let created = packed::<JobSet>(
+            json!({
+                "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                "metadata": {"name": "demo", "namespace": "ns"},
+                "spec": {"suspend": true, "replicatedJobs": []}
+            }),
+            project_jobset,
+        );
+        let suspended = with(json!([condition("Suspended")]));
+        assert!(
+            created.same_as(&suspended),
+            "the JobSet controller's first status: Suspended, restarts 0"
+        );
+        let done = with(json!([condition("Suspended"), condition("Completed")]));
+        assert!(!suspended.same_as(&done), "Completed");
+        let kept = done.read().and_then(|j| j.status).map(|s| s.conditions);
+        let types: Vec<String> = kept.into_iter().flatten().map(|c| c.type_).collect();
+        assert_eq!(types, ["Completed"]);
+    }
+
+    #[test]
     fn the_jobs_of_a_jobset_are_found_by_their_names() {
         let (store, mut writer) = reflector::store::<Packed<Job>>();
         let job = |name: &str, namespace: &str| -> Packed<Job> {
@@ -576,7 +642,7 @@ mod tests {
                                     "jobset.sigs.k8s.io/restart-attempt": "0",
                                     "jobset.sigs.k8s.io/jobset-name": "demo",
                                     "training.kubeflow.org/operator-name": "pytorchjob-controller"}},
-            "status": {"active": 2, "succeeded": 1, "failed": 0, "startTime": "2027-01-15T08:00:00Z",
+            "status": {"active": 2, "succeeded": 1, "startTime": "2027-01-15T08:00:00Z",
                        "conditions": [{"type": "Complete", "status": "True"}]}
         }))
         .unwrap_or_else(|e| panic!("Job: {e}"));
