@@ -3,12 +3,13 @@
 //! with `--peers` through training-operator v1.9.4 and as TrainJobs through Trainer v2.3.0. Then a
 //! steady state of many live suspended jobs. Prints a table, then `key=value` lines.
 //!
-//! Needs `e2e/cluster up`; `e2e/bench` builds trainset in release mode and runs this.
+//! Needs `e2e/cluster up`; `e2e/bench` builds trainset (release, unless told otherwise), and runs
+//! this with `TRAINSET_BIN` naming the binary measured.
 //! Usage: `bench [--jobs N] [--peers] [--steady N] [--hold SECONDS] [--limit SECONDS]`
 //! (defaults: 1000 jobs, no peers, 10000 steady jobs held 60 s).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Namespace;
@@ -23,6 +24,23 @@ use trainset_e2e::{
     Peer, TestNamespace, client, cluster_state, condition, dynamic_api, http_get, install_crds,
     loopback, operator, status,
 };
+
+/// A progress line, stamped with the UTC time of day as the e2e scripts' logs are, so a run's
+/// phases can be timed from its output.
+macro_rules! say {
+    ($($line:tt)*) => {{
+        let day = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs() % 86_400);
+        println!(
+            "{:02}:{:02}:{:02} bench: {}",
+            day / 3600,
+            day / 60 % 60,
+            day % 60,
+            format_args!($($line)*)
+        );
+    }};
+}
 
 /// Creations in flight at once, for every run.
 const IN_FLIGHT: usize = 16;
@@ -518,15 +536,16 @@ async fn steady_state(
         submit(&api, &manifests),
         observe(api.clone(), start, count, 1, suspended)
     );
-    println!(
+    say!(
         "{}: {count} suspended jobs taken in after {:.1} s",
         system.label,
         taken.last()
     );
     let settled = settle().await;
-    println!(
+    say!(
         "{}: control plane settled after {:.0} s; holding {hold} s",
-        system.label, settled
+        system.label,
+        settled
     );
     let own_metrics = system.label == "trainset";
     let reconciles_before = if own_metrics {
@@ -615,7 +634,7 @@ async fn startup(
     }
     let pid = operator.pid();
     let figures = (process_age(pid), memory_mib(pid, "VmHWM"));
-    println!(
+    say!(
         "{label}: restarted over {count} suspended jobs: {}",
         if done {
             format!(
@@ -662,13 +681,23 @@ async fn delete_and_wait(client: &Client, ns: TestNamespace) {
     let name = ns.name.clone();
     ns.delete().await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let deadline = Instant::now() + limit();
-    while Instant::now() < deadline && matches!(namespaces.get_opt(&name).await, Ok(Some(_))) {
+    let start = Instant::now();
+    let exists = || async { matches!(namespaces.get_opt(&name).await, Ok(Some(_))) };
+    while start.elapsed() < limit() && exists().await {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+    let outcome = if exists().await {
+        "still there"
+    } else {
+        "gone"
+    };
+    say!(
+        "namespace {name} {outcome} after {:.0} s",
+        start.elapsed().as_secs_f64()
+    );
 }
 
-/// Starts the release trainset on the bench's port and waits until it leads.
+/// Starts the trainset binary measured on the bench's port and waits until it leads.
 async fn start_trainset(client: &Client) -> operator::Extra {
     let address = loopback(PORT);
     let extra = operator::spawn_extra(client, &address).await;
@@ -918,7 +947,7 @@ fn progress(run: &Run) {
             requests.events
         )
     });
-    println!(
+    say!(
         "{}: submitted in {:.1} s, exists {}, finished {}, control plane CPU {:.1} s{operator}",
         run.label,
         run.submitted,
