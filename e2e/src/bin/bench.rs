@@ -555,9 +555,9 @@ async fn steady_state(
     };
     let (before, control_plane) = (cpu_seconds(pid), control_plane_cpu());
     tokio::time::sleep(Duration::from_secs(hold)).await;
-    let percent = |seconds: f64| seconds / hold as f64 * 100.0;
-    let idle_cpu_pct = percent(cpu_seconds(pid) - before);
-    let control_plane_pct = percent(control_plane_cpu() - control_plane);
+    let held = Duration::from_secs(hold);
+    let idle_cpu_pct = share_of_a_core(cpu_seconds(pid) - before, held);
+    let control_plane_pct = share_of_a_core(control_plane_cpu() - control_plane, held);
     let rss_mib = memory_mib(pid, "VmRSS");
     let reconciles = if own_metrics {
         reconciles().await
@@ -578,6 +578,11 @@ async fn steady_state(
     })
 }
 
+/// CPU seconds used over `window`, as % of one core.
+fn share_of_a_core(cpu_seconds: f64, window: Duration) -> f64 {
+    cpu_seconds / window.as_secs_f64() * 100.0
+}
+
 /// Waits for a window of [`SETTLE`] in which the control plane was quiet, at most
 /// [`SETTLE_LIMIT`]; the seconds waited.
 async fn settle() -> f64 {
@@ -585,7 +590,7 @@ async fn settle() -> f64 {
     loop {
         let before = control_plane_cpu();
         tokio::time::sleep(SETTLE).await;
-        let used_pct = (control_plane_cpu() - before) / SETTLE.as_secs_f64() * 100.0;
+        let used_pct = share_of_a_core(control_plane_cpu() - before, SETTLE);
         if used_pct < QUIET_PCT || start.elapsed() >= SETTLE_LIMIT {
             return start.elapsed().as_secs_f64();
         }

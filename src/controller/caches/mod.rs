@@ -297,13 +297,13 @@ fn project_jobset(meta: &mut ObjectMeta, jobset: &mut Map<String, Value>) {
     if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
         conditions.retain(|c| c["type"].as_str().is_some_and(|t| READ.contains(&t)));
     }
-    without_zero_values(jobset, "status");
+    without_zero_status(jobset);
 }
 
-/// `object` without the field `status` if it holds only zero values, and without those: Go writes
+/// `object`'s status without its zero values, and no status if nothing else is left: Go writes
 /// `restarts: 0` or an empty list where it has nothing to say, which reads as no field at all.
 /// The JobSet controller's first status on a suspended JobSet is then no change.
-fn without_zero_values(object: &mut Map<String, Value>, status: &str) {
+fn without_zero_status(object: &mut Map<String, Value>) {
     let zero = |value: &Value| match value {
         Value::Null => true,
         Value::Number(n) => n.as_f64() == Some(0.0),
@@ -312,11 +312,11 @@ fn without_zero_values(object: &mut Map<String, Value>, status: &str) {
         Value::Object(o) => o.is_empty(),
         Value::Bool(_) => false,
     };
-    if let Some(fields) = object.get_mut(status).and_then(Value::as_object_mut) {
+    if let Some(fields) = object.get_mut("status").and_then(Value::as_object_mut) {
         fields.retain(|_, value| !zero(value));
     }
-    if object.get(status).is_some_and(zero) {
-        object.remove(status);
+    if object.get("status").is_some_and(zero) {
+        object.remove("status");
     }
 }
 
@@ -362,7 +362,7 @@ fn project_job(meta: &mut ObjectMeta, job: &mut Map<String, Value>) {
         status.insert("conditions".to_owned(), finished);
     }
     // A Job created without a status and one whose status counts nothing read the same.
-    without_zero_values(job, "status");
+    without_zero_status(job);
 }
 
 /// A watch of trainset's objects of type `T`, kept in `writer`'s store as `keeping` says; each
@@ -542,27 +542,25 @@ mod tests {
 
     #[test]
     fn a_jobset_status_no_plan_reads_is_no_change() {
-        let with = |conditions: Value| {
-            let jobset = json!({
+        let suspended_jobset = |status: Option<Value>| {
+            let mut jobset = json!({
                 "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
                 "metadata": {"name": "demo", "namespace": "ns"},
-                "spec": {"suspend": true, "replicatedJobs": []},
-                "status": {"restarts": 0, "conditions": conditions}
+                "spec": {"suspend": true, "replicatedJobs": []}
             });
+            if let Some(status) = status {
+                jobset["status"] = status;
+            }
             packed::<JobSet>(jobset, project_jobset)
+        };
+        let with = |conditions: Value| {
+            suspended_jobset(Some(json!({"restarts": 0, "conditions": conditions})))
         };
         let condition = |type_: &str| {
             json!({"type": type_, "status": "True", "reason": "r",
             "message": "m", "lastTransitionTime": "2027-01-15T08:00:00Z"})
         };
-        let created = packed::<JobSet>(
-            json!({
-                "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-                "metadata": {"name": "demo", "namespace": "ns"},
-                "spec": {"suspend": true, "replicatedJobs": []}
-            }),
-            project_jobset,
-        );
+        let created = suspended_jobset(None);
         let suspended = with(json!([condition("Suspended")]));
         assert!(
             created.same_as(&suspended),
