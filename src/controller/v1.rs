@@ -43,7 +43,7 @@ pub async fn controller<K: Served>(
         .with_config(config)
         .owns_stream(triggers.jobsets)
         .watches_stream(triggers.jobs, |job| {
-            let name = job.labels().get(jobset_label::JOBSET_NAME).cloned();
+            let name = job.label(jobset_label::JOBSET_NAME);
             name.zip(job.namespace())
                 .map(|(name, ns)| ObjectRef::<Packed<K>>::new(&name).within(&ns))
         });

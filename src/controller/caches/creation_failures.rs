@@ -170,7 +170,7 @@ fn about(event: &Event, caches: &Caches) -> Option<Packed<JobSet>> {
             if job.uid().as_deref() != Some(uid) {
                 return None;
             }
-            job.labels().get(jobset_label::JOBSET_NAME)?.clone()
+            job.label(jobset_label::JOBSET_NAME)?
         }
         _ => return None,
     };

@@ -199,6 +199,8 @@ impl Watches {
         .default_backoff()
         .inspect(move |event| health.record(event))
         .modify(|service| {
+            // Every item's `apiVersion` and `kind` (two strings) say what the watch already does.
+            service.types = None;
             let meta = std::mem::take(&mut service.metadata);
             service.metadata = ObjectMeta {
                 name: meta.name,
@@ -230,7 +232,7 @@ impl Watches {
         ));
         let jobs = Keeping {
             project: project_job,
-            route: |job| job.labels().get(OPERATOR_NAME).cloned(),
+            route: |job| job.label(OPERATOR_NAME),
             inert: job_counts_nothing,
         };
         tokio::spawn(watch(
