@@ -4,11 +4,19 @@
 //! `firstTimestamp`, which an events.k8s.io/v1 event may not set. An event repeated (same object,
 //! type, reason and message) within ten minutes counts up on the first one instead of adding
 //! another, so a retry loop leaves one event, not hundreds.
+//!
+//! Events are written by a task of their own, a few at a time, from a bounded queue: a reconcile
+//! hands its event over and is done, so a burst of new jobs waits on their JobSets' creation,
+//! not on their events.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
+
+use futures::channel::mpsc;
+use futures::{SinkExt, StreamExt};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
@@ -20,6 +28,13 @@ use serde_json::json;
 
 /// How long a published event is counted on rather than repeated (client-go's aggregation window).
 const REPEAT_WINDOW: Duration = Duration::from_secs(600);
+
+/// Events waiting to be written; a reconcile with one more waits until there is room.
+const QUEUED: usize = 1024;
+
+/// Events written at once: their share of the requests in flight, the rest left to the writes
+/// that move jobs along.
+const WRITING: usize = 8;
 
 /// What makes an event a repeat of another. Kept as its hash: with two events per job over ten
 /// minutes the strings would cost a few KiB per job.
@@ -45,10 +60,25 @@ struct Sent {
     at: Instant,
 }
 
+/// Hands events to the task that writes them.
 pub struct Recorder {
-    client: Client,
     component: String,
-    published: Mutex<Published>,
+    published: Arc<Mutex<Published>>,
+    queue: mpsc::Sender<Write>,
+}
+
+/// One request the writing task makes.
+enum Write {
+    Create(Box<Event>),
+    /// Count a repeat on the event `name`; `Create` it again, remembered under `key`, if it
+    /// expired.
+    Repeat {
+        key: u64,
+        name: String,
+        count: i32,
+        at: Timestamp,
+        event: Box<Event>,
+    },
 }
 
 /// The events published in the last [`REPEAT_WINDOW`], by the hash of their [`Key`].
@@ -84,28 +114,40 @@ fn type_name(type_: EventType) -> &'static str {
 }
 
 impl Recorder {
-    pub fn new(client: Client, component: &str) -> Self {
-        Self {
-            client,
+    /// The recorder, and the task that writes what it is handed: run it until
+    /// [`Recorder::close`], then it writes what is queued and ends.
+    pub fn new(client: Client, component: &str) -> (Self, impl Future<Output = ()> + use<>) {
+        let (queue, queued) = mpsc::channel(QUEUED);
+        let published = Arc::<Mutex<Published>>::default();
+        let recorder = Self {
             component: component.to_owned(),
-            published: Mutex::default(),
-        }
+            published: published.clone(),
+            queue,
+        };
+        let writing = queued.for_each_concurrent(WRITING, move |write| {
+            write_event(client.clone(), published.clone(), write)
+        });
+        (recorder, writing)
     }
 
-    fn published(&self) -> std::sync::MutexGuard<'_, Published> {
-        self.published
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    /// No more events: the writing task ends once it wrote those queued.
+    pub fn close(&self) {
+        self.queue.clone().close_channel();
     }
 
-    /// Publishes an event on `object` (in its namespace), or counts a repeat on the first one.
+    fn published(&self) -> MutexGuard<'_, Published> {
+        lock(&self.published)
+    }
+
+    /// Publishes an event on `object` (in its namespace), or counts a repeat on the first one:
+    /// queued, written by the recorder's task.
     pub async fn publish(
         &self,
         object: &ObjectReference,
         type_: EventType,
         reason: &str,
         message: String,
-    ) -> Result<(), kube::Error> {
+    ) {
         let namespace = object
             .namespace
             .clone()
@@ -122,27 +164,13 @@ impl Recorder {
             message: &message,
         };
         let (type_, key) = (key.type_, key.hashed());
-        let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         let now = Timestamp::now();
-        let repeat = self.published().repeat(key);
-        if let Some((name, count)) = repeat {
-            let patch = json!({"count": count, "lastTimestamp": Time(now)});
-            match events
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => return Ok(()),
-                // Expired (the apiserver keeps events an hour by default): publish anew.
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(error) => return Err(error),
-            }
-        }
         let name = format!(
             "{}.{:x}",
             object.name.as_deref().unwrap_or(&self.component),
             now.as_nanosecond()
         );
-        let event = Event {
+        let event = Box::new(Event {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
                 namespace: Some(namespace),
@@ -164,14 +192,77 @@ impl Recorder {
             event_time: Some(MicroTime(now)),
             count: Some(1),
             ..Event::default()
+        });
+        // Remembered before it is written, so that a repeat queued meanwhile counts on it.
+        let write = {
+            let mut published = self.published();
+            match published.repeat(key) {
+                Some((name, count)) => Write::Repeat {
+                    key,
+                    name,
+                    count,
+                    at: now,
+                    event,
+                },
+                None => {
+                    let sent = Sent {
+                        name,
+                        count: 1,
+                        at: Instant::now(),
+                    };
+                    published.sent.insert(key, sent);
+                    Write::Create(event)
+                }
+            }
         };
-        events.create(&PostParams::default(), &event).await?;
-        let sent = Sent {
+        // Closed only once the controllers stopped.
+        if self.queue.clone().send(write).await.is_err() {
+            tracing::debug!(reason, "event not written: shutting down");
+        }
+    }
+}
+
+fn lock(published: &Mutex<Published>) -> MutexGuard<'_, Published> {
+    published.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Makes the request `write` stands for; a failure is only logged.
+async fn write_event(client: Client, published: Arc<Mutex<Published>>, write: Write) {
+    let (event, repeat) = match write {
+        Write::Create(event) => (event, None),
+        Write::Repeat {
+            key,
             name,
-            count: 1,
-            at: Instant::now(),
-        };
-        self.published().sent.insert(key, sent);
-        Ok(())
+            count,
+            at,
+            event,
+        } => (event, Some((key, name, count, at))),
+    };
+    let namespace = event.metadata.namespace.clone().unwrap_or_default();
+    let events: Api<Event> = Api::namespaced(client, &namespace);
+    if let Some((key, name, count, at)) = repeat {
+        let patch = json!({"count": count, "lastTimestamp": Time(at)});
+        match events
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return,
+            // Expired (the apiserver keeps events an hour by default): publish anew.
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                let sent = Sent {
+                    name: event.metadata.name.clone().unwrap_or_default(),
+                    count: 1,
+                    at: Instant::now(),
+                };
+                lock(&published).sent.insert(key, sent);
+            }
+            Err(error) => {
+                tracing::warn!(%error, reason = event.reason, "cannot publish event");
+                return;
+            }
+        }
+    }
+    if let Err(error) = events.create(&PostParams::default(), &event).await {
+        tracing::warn!(%error, reason = event.reason, "cannot publish event");
     }
 }

@@ -235,6 +235,9 @@ fn backoff(failures: u32) -> Duration {
 
 type Shutdown = Shared<BoxFuture<'static, ()>>;
 
+/// How long a stopping process goes on writing the events its last reconciles queued.
+const EVENTS_AT_STOP: Duration = Duration::from_secs(5);
+
 /// How the controllers run, from `trainset run`'s flags.
 pub struct Settings {
     /// v1's `CUSTOM_CLUSTER_DOMAIN`, for TF_CONFIG.
@@ -294,8 +297,10 @@ pub async fn run(
         tracing::warn!("{}", labels.message());
     }
     let mut watches = caches::Watches::new();
+    let (recorder, writing_events) = events::Recorder::new(client.clone(), FIELD_MANAGER);
+    let writing_events = tokio::spawn(writing_events);
     let ctx = Arc::new(Context {
-        recorder: events::Recorder::new(client.clone(), FIELD_MANAGER),
+        recorder,
         client: client.clone(),
         watch_client: watch_client.clone(),
         caches: watches.caches(),
@@ -375,6 +380,13 @@ pub async fn run(
     readiness.listed();
     futures::future::join_all(controllers).await;
     tracing::info!("controllers stopped");
+    ctx.recorder.close();
+    if tokio::time::timeout(EVENTS_AT_STOP, writing_events)
+        .await
+        .is_err()
+    {
+        tracing::warn!("stopping before every queued event was written");
+    }
     Ok(())
 }
 

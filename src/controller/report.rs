@@ -89,13 +89,9 @@ pub async fn event<K: Resource<DynamicType = ()>>(
     note: String,
     ctx: &Context,
 ) {
-    let published = ctx
-        .recorder
+    ctx.recorder
         .publish(&job.object_ref(&()), type_, reason, event_note(note))
         .await;
-    if let Err(error) = published {
-        tracing::warn!(%error, reason, "cannot publish event");
-    }
 }
 
 /// events.k8s.io refuses a note longer than this many bytes; core events are cut the same, so a
