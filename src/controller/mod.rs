@@ -159,6 +159,8 @@ struct Context {
     client: Client,
     /// For watches, which last.
     watch_client: Client,
+    /// How every watch lists before it watches.
+    listing: caches::Listing,
     /// trainset's JobSets and Jobs, from the process's one watch of each.
     caches: caches::Caches,
     recorder: events::Recorder,
@@ -296,6 +298,8 @@ pub async fn run(
     } else {
         tracing::warn!("{}", labels.message());
     }
+    let listing = startup::listing(&watch_client).await;
+    tracing::info!(?listing, "watches list what exists");
     let mut watches = caches::Watches::new();
     let (recorder, writing_events) = events::Recorder::new(client.clone(), FIELD_MANAGER);
     let writing_events = tokio::spawn(writing_events);
@@ -303,6 +307,7 @@ pub async fn run(
         recorder,
         client: client.clone(),
         watch_client: watch_client.clone(),
+        listing,
         caches: watches.caches(),
         metrics,
         readiness: readiness.clone(),
@@ -370,7 +375,7 @@ pub async fn run(
     let controllers = controllers.all;
 
     let caches = ctx.caches.clone();
-    watches.start(&watch_client, &readiness, shutdown.clone());
+    watches.start(&watch_client, listing, &readiness, shutdown.clone());
     tokio::select! {
         listed = caches.ready() => if !listed {
             return Err(Error::CachesClosed);

@@ -20,7 +20,6 @@ use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use super::apply::Applied;
-use super::caches::listed_in_pages;
 use super::decode::{Decoded, Undecodable};
 use super::packed::Packed;
 use super::{Context, Error, Shutdown, report};
@@ -176,7 +175,7 @@ where
     let mut health = ctx.readiness.watch();
     let changes = watcher(
         Api::<Packed<J>>::all(ctx.watch_client.clone()),
-        listed_in_pages(),
+        ctx.listing.config(),
     )
     .default_backoff()
     .inspect(move |event| health.record(event))

@@ -1,13 +1,17 @@
-//! Before the controllers start: the JobSet CRD must be established, and the log says whether
-//! pods get v1's per-pod labels.
+//! Before the controllers start: the JobSet CRD must be established, the log says whether
+//! pods get v1's per-pod labels, and whether the watches can stream their lists.
 
 use std::time::Duration;
 
+use futures::TryStreamExt;
 use jobset_types::JobSet;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::core::PartialObjectMeta;
+use kube::runtime::watcher;
 use kube::{Client, Resource};
 
 use super::Shutdown;
+use super::caches::Listing;
 use crate::pod_labels::{self, BINDING, POLICY, POLICY_API, POLICY_NAME, Support};
 
 pub const JOBSET_CRD: &str = "jobsets.jobset.x-k8s.io";
@@ -36,6 +40,37 @@ pub async fn wait_for_jobset_crd(client: &Client, shutdown: Shutdown) -> bool {
         }
     }
 }
+
+/// How long the probe of streaming lists waits for the apiserver's answer.
+const STREAMING_PROBE: Duration = Duration::from_secs(10);
+
+/// Streaming lists if the apiserver serves them, else lists in pages. Asked once, with a
+/// streaming list of the JobSets carrying a label no object has: the apiserver refuses it (the
+/// WatchList gate off; an etcd without progress notifications answers 500) or ends it at once
+/// with the bookmark that says the list is complete.
+pub async fn listing(client: &Client) -> Listing {
+    let api: Api<PartialObjectMeta<JobSet>> = Api::all(client.clone());
+    let config = Listing::Streaming
+        .config()
+        .labels(&format!("{PROBE_LABEL}=none"));
+    let listed = watcher::watcher(api, config)
+        .try_filter(|event| std::future::ready(matches!(event, watcher::Event::InitDone)));
+    let mut listed = std::pin::pin!(listed);
+    match tokio::time::timeout(STREAMING_PROBE, listed.try_next()).await {
+        Ok(Ok(Some(_))) => Listing::Streaming,
+        Ok(Err(error)) => {
+            tracing::info!(%error, "the apiserver does not stream lists; listing in pages");
+            Listing::Pages
+        }
+        Ok(Ok(None)) | Err(_) => {
+            tracing::info!("no streaming list within {STREAMING_PROBE:?}; listing in pages");
+            Listing::Pages
+        }
+    }
+}
+
+/// A label no object carries: what the probe of streaming lists selects.
+const PROBE_LABEL: &str = "trainset.io/streaming-list-probe";
 
 /// Whether the pod-labels policy and its binding are installed (read once, at startup).
 pub async fn pod_labels_support(client: &Client) -> pod_labels::Support {

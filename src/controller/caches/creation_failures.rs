@@ -18,7 +18,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
-use super::{Caches, Packed, Routes};
+use super::{Caches, Listing, Packed, Routes};
 use crate::controller::Shutdown;
 use crate::controller::decode::{self, Decoded};
 
@@ -86,13 +86,19 @@ impl CreationFailures {
 }
 
 /// Starts the watches; each runs until `shutdown`.
-pub fn start(client: &Client, caches: &Caches, routes: &Routes, shutdown: &Shutdown) {
+pub fn start(
+    client: &Client,
+    listing: Listing,
+    caches: &Caches,
+    routes: &Routes,
+    shutdown: &Shutdown,
+) {
     for (kind, reason) in WATCHED {
         let fields = format!("involvedObject.kind={kind},reason={reason}");
         tokio::spawn(watch(
             Api::all(client.clone()),
+            listing.config().fields(&fields),
             reason,
-            fields,
             caches.clone(),
             routes.clone(),
             shutdown.clone(),
@@ -102,8 +108,8 @@ pub fn start(client: &Client, caches: &Caches, routes: &Routes, shutdown: &Shutd
 
 async fn watch(
     api: Api<Decoded<Event>>,
+    config: watcher::Config,
     reason: &'static str,
-    fields: String,
     caches: Caches,
     mut routes: Routes,
     shutdown: Shutdown,
@@ -111,19 +117,19 @@ async fn watch(
     let failures = &caches.creation_failures;
     // Decoded one by one: an event the types cannot read (anyone may write events) is left out
     // instead of failing the list.
-    let events = watcher(api, super::listed_in_pages().fields(&fields))
+    let events = watcher(api, config)
         .default_backoff()
         .filter_map(|event| std::future::ready(event.map(decode::readable).transpose()))
         .take_until(shutdown);
     let mut events = std::pin::pin!(events);
     // The events of trainset's objects a (re-)list delivers, while it does.
-    let mut listing = false;
+    let mut in_list = false;
     let mut listed = HashSet::new();
     while let Some(event) = events.next().await {
         match event {
             Ok(watcher::Event::Apply(event) | watcher::Event::InitApply(event)) => {
                 if let Some(jobset) = about(&event, &caches) {
-                    if listing {
+                    if in_list {
                         listed.insert(event.uid().unwrap_or_default());
                     }
                     let uid = event.involved_object.uid.clone().unwrap_or_default();
@@ -143,13 +149,13 @@ async fn watch(
                 }
             }
             Ok(watcher::Event::Delete(event)) => failures.forget(&event.uid().unwrap_or_default()),
-            Ok(watcher::Event::Init) => listing = true,
+            Ok(watcher::Event::Init) => in_list = true,
             Ok(watcher::Event::InitDone) => {
                 failures.keep_listed(reason, &listed);
                 listed.clear();
-                listing = false;
+                in_list = false;
             }
-            Err(error) => tracing::warn!(%error, %fields, "event watch failed; retrying"),
+            Err(error) => tracing::warn!(%error, reason, "event watch failed; retrying"),
         }
     }
 }

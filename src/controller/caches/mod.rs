@@ -46,7 +46,8 @@ pub struct Triggers {
     pub jobs: Trigger<Job>,
 }
 
-/// Objects per page of a watch's initial list: what is decoded at once before it is packed.
+/// Objects per page of a watch's initial list, when it is listed in pages: what is decoded at
+/// once before it is packed.
 const LIST_PAGE: u32 = 100;
 
 /// The stores the reconciles read.
@@ -189,12 +190,24 @@ impl Watches {
 
     /// Starts the watches, and those of the events saying what Kubernetes could not create for
     /// trainset's objects; they run until `shutdown`.
-    pub fn start(self, client: &Client, readiness: &Arc<Readiness>, shutdown: Shutdown) {
-        creation_failures::start(client, &self.caches, &self.jobset_routes, &shutdown);
+    pub fn start(
+        self,
+        client: &Client,
+        listing: Listing,
+        readiness: &Arc<Readiness>,
+        shutdown: Shutdown,
+    ) {
+        creation_failures::start(
+            client,
+            listing,
+            &self.caches,
+            &self.jobset_routes,
+            &shutdown,
+        );
         let mut health = readiness.watch();
         let services = watcher(
             Api::<PartialObjectMeta<Service>>::all(client.clone()),
-            listed_in_pages(),
+            listing.config(),
         )
         .default_backoff()
         .inspect(move |event| health.record(event))
@@ -225,6 +238,7 @@ impl Watches {
         };
         tokio::spawn(watch(
             Api::all(client.clone()),
+            listing,
             readiness.watch(),
             self.jobset_writer,
             (self.jobset_routes.0, jobsets),
@@ -237,6 +251,7 @@ impl Watches {
         };
         tokio::spawn(watch(
             Api::all(client.clone()),
+            listing,
             readiness.watch(),
             self.job_writer,
             (self.job_routes, jobs),
@@ -261,9 +276,25 @@ fn job_counts_nothing(job: &Packed<Job>) -> bool {
     job.rest() == "{}"
 }
 
-/// A watch whose initial list comes [`LIST_PAGE`] objects at a time.
-pub fn listed_in_pages() -> watcher::Config {
-    watcher::Config::default().page_size(LIST_PAGE)
+/// How a watch lists what exists before it watches: the same for every watch of the process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listing {
+    /// A streaming list (Kubernetes' WatchList, on by default since 1.34): the objects come on
+    /// the watch itself, one at a time, each packed as it comes. One request, however many
+    /// objects, and never a page of them decoded at once.
+    Streaming,
+    /// LIST requests of [`LIST_PAGE`] objects each, then the watch: for an apiserver that does
+    /// not stream lists.
+    Pages,
+}
+
+impl Listing {
+    pub fn config(self) -> watcher::Config {
+        match self {
+            Self::Streaming => watcher::Config::default().streaming_lists(),
+            Self::Pages => watcher::Config::default().page_size(LIST_PAGE),
+        }
+    }
 }
 
 /// Of a JobSet, what trainset reads: all but its pod templates' specs, of which only what a resume
@@ -371,6 +402,7 @@ fn project_job(meta: &mut ObjectMeta, job: &mut Map<String, Value>) {
 /// change of what is kept goes to the controller of `routes` it names.
 async fn watch<T>(
     api: Api<Unpacked<T>>,
+    listing: Listing,
     mut health: WatchHealth,
     mut writer: Writer<Packed<T>>,
     (mut routes, keeping): (Senders<T>, Keeping<T>),
@@ -379,7 +411,7 @@ async fn watch<T>(
     T: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
 {
     let store = writer.as_reader();
-    let managed = listed_in_pages().labels(&format!("{MANAGED_BY}={TRAINSET}"));
+    let managed = listing.config().labels(&format!("{MANAGED_BY}={TRAINSET}"));
     let events = watcher(api, managed)
         .default_backoff()
         .inspect(move |event| health.record(event))

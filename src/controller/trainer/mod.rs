@@ -22,7 +22,7 @@ use kube::{Client, Resource, ResourceExt};
 use runtimes::{Runtimes, naming};
 
 use super::apply::{self, Applied};
-use super::caches::{Trigger, listed_in_pages};
+use super::caches::Trigger;
 use super::decode::{Decoded, Undecodable};
 use super::reconcile::{self, Family, Lookup, Writes};
 use super::{Context, Error, Shutdown, kube_error, report};
@@ -97,7 +97,7 @@ pub async fn run(
         (ctx.base.readiness.watch(), ctx.base.readiness.watch());
     let namespaced_runtimes = watcher(
         Api::<Decoded<TrainingRuntime>>::all(client.clone()),
-        listed_in_pages(),
+        ctx.base.listing.config(),
     )
     .default_backoff()
     .inspect(move |event| namespaced_health.record(event))
@@ -106,7 +106,7 @@ pub async fn run(
     .applied_objects();
     let cluster_runtimes = watcher(
         Api::<Decoded<ClusterTrainingRuntime>>::all(client),
-        listed_in_pages(),
+        ctx.base.listing.config(),
     )
     .default_backoff()
     .inspect(move |event| cluster_health.record(event))
