@@ -257,16 +257,28 @@ pub const REQUESTS_IN_FLIGHT: usize = 64;
 
 /// The clients of the controllers, made from one configuration.
 pub struct Clients {
-    /// Every request but watches passes through a limit of [`REQUESTS_IN_FLIGHT`].
+    /// Every request but watches passes through a limit of [`REQUESTS_IN_FLIGHT`], and waits at
+    /// most [`REQUEST_TIMEOUT`] for its answer.
     pub requests: Client,
     pub watches: Client,
 }
 
+/// How long a request (not a watch) waits for its answer. The apiserver answers every request
+/// but a watch within its `--request-timeout` (60 s by default); a request it never answers (one
+/// it took while restarting, whose handler timed out without writing a response) would
+/// otherwise hold its reconcile and its place among [`REQUESTS_IN_FLIGHT`] for ever, and enough
+/// of them stop every controller.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(90);
+
 impl Clients {
     pub fn new(config: kube::Config) -> Result<Self, kube::Error> {
         let limit = tower::limit::ConcurrencyLimitLayer::new(REQUESTS_IN_FLIGHT);
+        let mut answered = config.clone();
+        answered.read_timeout = Some(REQUEST_TIMEOUT);
+        // Counted from when the request is sent, not from when its pooled connection idled.
+        answered.reset_reader_on_write = true;
         Ok(Self {
-            requests: kube::client::ClientBuilder::try_from(config.clone())?
+            requests: kube::client::ClientBuilder::try_from(answered)?
                 .with_layer(&limit)
                 .build(),
             watches: Client::try_from(config)?,
