@@ -117,20 +117,13 @@ impl<K> Unpacked<K> {
 }
 
 impl<K: Resource + DeserializeOwned> Packed<K> {
-    /// The object as JSON again, its metadata in it.
+    /// The object as JSON again, its whole metadata in it.
     fn json(&self) -> String {
-        // Metadata read from JSON always serialises, as an object.
-        let meta = serde_json::to_string(&self.meta).unwrap_or_default();
-        let meta = meta.strip_suffix('}').unwrap_or("{");
-        let tags = &*self.tags;
-        let before_tags = if meta == "{" || tags.is_empty() {
-            ""
-        } else {
-            ","
-        };
+        // Metadata read from JSON always serialises.
+        let meta = serde_json::to_string(&self.metadata()).unwrap_or_default();
         let rest = self.rest.strip_prefix('{').unwrap_or("}");
-        let before_rest = if rest == "}" { "" } else { "," };
-        format!("{{\"metadata\":{meta}{before_tags}{tags}}}{before_rest}{rest}")
+        let separator = if rest == "}" { "" } else { "," };
+        format!("{{\"metadata\":{meta}{separator}{rest}")
     }
 
     /// The object read into its type, or why it cannot be (naming the field).
