@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::PathBuf;
 
+use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use crate::cluster_state;
@@ -14,23 +15,31 @@ fn path() -> PathBuf {
         .map_or_else(|| cluster_state().join("audit.log"), Into::into)
 }
 
-/// A place in the audit log; [`Audit::since`] reads what was logged after it.
-pub struct Audit(u64);
+/// A place in the audit log, and the moment it was taken; [`Audit::since`] reads the requests
+/// received after it.
+pub struct Audit {
+    offset: u64,
+    at: Timestamp,
+}
 
 impl Audit {
     pub fn mark() -> Self {
-        Audit(std::fs::metadata(path()).map_or(0, |m| m.len()))
+        Audit {
+            offset: std::fs::metadata(path()).map_or(0, |m| m.len()),
+            at: Timestamp::now(),
+        }
     }
 
-    /// Every request logged since the mark, once each: a watch is logged when it starts and
-    /// when it ends, and the first is kept.
+    /// Every request received since the mark, once each. A watch is logged when it starts and
+    /// when it ends: the first is kept, and a watch opened before the mark that ends after it is
+    /// not one of these requests.
     pub fn since(&self) -> Vec<Value> {
         let Ok(mut file) = std::fs::File::open(path()) else {
             return Vec::new();
         };
         // A log rotated meanwhile is read from its start.
-        let from = if file.metadata().map_or(0, |m| m.len()) >= self.0 {
-            self.0
+        let from = if file.metadata().map_or(0, |m| m.len()) >= self.offset {
+            self.offset
         } else {
             0
         };
@@ -42,7 +51,13 @@ impl Audit {
             .lines()
             .map_while(Result::ok)
             .filter_map(|line| serde_json::from_str::<Value>(&line).ok())
+            .filter(|event| received(event).is_some_and(|at| at >= self.at))
             .filter(|event| seen.insert(event["auditID"].as_str().unwrap_or_default().to_owned()))
             .collect()
     }
+}
+
+/// When the apiserver received the request an audit event is about.
+pub fn received(event: &Value) -> Option<Timestamp> {
+    event["requestReceivedTimestamp"].as_str()?.parse().ok()
 }
