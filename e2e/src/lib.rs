@@ -235,7 +235,19 @@ pub async fn create_strict(
 }
 
 /// Polls `check` every 250 ms until it returns `Some`, or panics after `limit` describing `what`.
-pub async fn wait_for<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
+pub async fn wait_for<T, F, Fut>(limit: Duration, what: &str, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    wait_until(limit, check)
+        .await
+        .unwrap_or_else(|| panic!("timed out after {limit:?} waiting for {what}"))
+}
+
+/// [`wait_for`] that says `None` when `limit` passes instead of panicking: for a caller that
+/// has more to say about why.
+pub async fn wait_until<T, F, Fut>(limit: Duration, mut check: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -243,10 +255,10 @@ where
     let deadline = Instant::now() + limit;
     loop {
         if let Some(value) = check().await {
-            return value;
+            return Some(value);
         }
         if Instant::now() >= deadline {
-            panic!("timed out after {limit:?} waiting for {what}");
+            return None;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

@@ -5,6 +5,7 @@
 //! first) and runs alone (`--test-threads=1`), since restarting the control plane would disturb
 //! any other test.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -17,12 +18,13 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use trainset::compile::REPLICA_INDEX;
-use trainset_e2e::audit::Audit;
+use trainset_e2e::audit::{self, Audit};
 use trainset_e2e::operator::{self, Extra};
 use trainset_e2e::relay::Relay;
 use trainset_e2e::{
     TestNamespace, apply, client, cluster, create, delay, dry_run_create, dynamic_api, events_for,
-    http_get, install_crds, loopback, repo_root, status, wait_for, wait_state, yaml_documents,
+    http_get, install_crds, loopback, repo_root, status, wait_for, wait_state, wait_until,
+    yaml_documents,
 };
 
 /// Port offsets of the chaos tests' operators (see `trainset_e2e::loopback`).
@@ -111,22 +113,88 @@ async fn jobsets_at_least(client: &Client, ns: &str, count: usize) {
     .await;
 }
 
-/// Waits until every job in `ns` has succeeded; fails at once on a failed one.
-async fn all_succeed(client: &Client, ns: &str, count: usize, limit: Duration) {
+/// Waits until every job in `ns` has succeeded; fails at once on a failed one. If `limit`
+/// passes first, the panic says what the jobs, their JobSets and `worker` (the operator that
+/// leads) looked like then.
+async fn all_succeed(client: &Client, ns: &str, count: usize, limit: Duration, worker: Worker<'_>) {
     let api = jax(client, ns);
-    wait_for(limit, &format!("{count} jobs to succeed"), || async {
+    let done = wait_until(limit, || async {
         let list = api.list(&ListParams::default()).await.ok()?;
-        let states: Vec<String> = list
-            .items
-            .iter()
-            .map(|j| status(j)["state"].as_str().unwrap_or_default().to_owned())
-            .collect();
         if let Some(failed) = list.items.iter().find(|j| status(j)["state"] == "Failed") {
             panic!("{} failed: {}", failed.name_any(), status(failed));
         }
-        (states.len() == count && states.iter().all(|s| s == "Succeeded")).then_some(())
+        let succeeded = list
+            .items
+            .iter()
+            .filter(|j| status(j)["state"] == "Succeeded");
+        (list.items.len() == count && succeeded.count() == count).then_some(())
     })
     .await;
+    if done.is_none() {
+        panic!(
+            "timed out after {limit:?} waiting for {count} jobs to succeed\n{}",
+            stall_report(client, ns, worker).await
+        );
+    }
+}
+
+/// The operator expected to do the work: its process and its port's name.
+#[derive(Clone, Copy)]
+struct Worker<'a> {
+    process: &'a Extra,
+    port: &'a str,
+}
+
+/// What a run that stopped moving looked like: the jobs by state, how many JobSets exist, the
+/// operator's readiness and metrics, and where each of its threads waits. CI twice saw every
+/// job stop after an apiserver restart on a loaded machine, with nothing in trainset's log, and
+/// it never happened at hand: the next time says more.
+async fn stall_report(client: &Client, ns: &str, worker: Worker<'_>) -> String {
+    let mut report = String::new();
+    let mut states = BTreeMap::<String, usize>::new();
+    if let Ok(list) = jax(client, ns).list(&ListParams::default()).await {
+        for job in &list.items {
+            let state = status(job)["state"].as_str().unwrap_or("none").to_owned();
+            *states.entry(state).or_default() += 1;
+        }
+    }
+    let jobsets: Api<JobSet> = Api::namespaced(client.clone(), ns);
+    let jobset_count = jobsets
+        .list_metadata(&ListParams::default())
+        .await
+        .map(|list| list.items.len());
+    report.push_str(&format!(
+        "jobs by state: {states:?}; JobSets: {jobset_count:?}\n"
+    ));
+    let address = loopback(worker.port);
+    let ready = http_get(&address, "/readyz").await;
+    report.push_str(&format!("operator /readyz: {ready:?}\n"));
+    if let Some((_, metrics)) = http_get(&address, "/metrics").await {
+        let own = metrics
+            .lines()
+            .filter(|line| line.starts_with("trainset_") && !line.contains("_bucket{"));
+        for line in own {
+            report.push_str(line);
+            report.push('\n');
+        }
+    }
+    let tasks = format!("/proc/{}/task", worker.process.pid());
+    for task in std::fs::read_dir(&tasks).into_iter().flatten().flatten() {
+        let path = task.path();
+        let read = |file: &str| std::fs::read_to_string(path.join(file)).unwrap_or_default();
+        let (comm, wchan, stat) = (read("comm"), read("wchan"), read("stat"));
+        let state = stat
+            .rsplit(") ")
+            .next()
+            .and_then(|rest| rest.split(' ').next());
+        report.push_str(&format!(
+            "thread {} {}: state {} waits in {wchan}\n",
+            task.file_name().to_string_lossy(),
+            comm.trim(),
+            state.unwrap_or("?")
+        ));
+    }
+    report
 }
 
 /// No job lost, none duplicated: every job has exactly one JobSet, owned by it and never
@@ -210,7 +278,11 @@ async fn burst_through_restart(prefix: &str, component: &str) {
     // After an etcd restart the JobSet controller's watches can stay silent until their timeout,
     // which client-go draws between 5 and 10 minutes (6 min 35 s measured once): the jobs end
     // after that, and the limit leaves room for the longest draw.
-    all_succeed(&client, &ns.name, count, Duration::from_secs(900)).await;
+    let worker = Worker {
+        process: &operator,
+        port: FIRST_PORT,
+    };
+    all_succeed(&client, &ns.name, count, Duration::from_secs(900), worker).await;
     println!(
         "{component} restarted: {count} jobs succeeded in {:.1}s",
         started.elapsed().as_secs_f64()
@@ -231,7 +303,11 @@ async fn chaos_a_sigkilled_operator_restarts_mid_burst_and_loses_nothing() {
     drop(first); // SIGKILL: no graceful shutdown, the Lease is not released
     let (second, took) = leading_operator(&client, FIRST_PORT).await;
     println!("restarted operator leads after {:.1}s", took.as_secs_f64());
-    all_succeed(&client, &ns.name, count, Duration::from_secs(600)).await;
+    let worker = Worker {
+        process: &second,
+        port: FIRST_PORT,
+    };
+    all_succeed(&client, &ns.name, count, Duration::from_secs(600), worker).await;
     every_job_right(&client, &ns.name, &names).await;
     drop(second);
     ns.delete().await;
@@ -278,7 +354,11 @@ async fn chaos_d_a_follower_takes_over_from_a_killed_leader() {
         failover <= LEASE + Duration::from_secs(5),
         "failover took {failover:?}"
     );
-    all_succeed(&client, &ns.name, count, Duration::from_secs(300)).await;
+    let worker = Worker {
+        process: &follower,
+        port: SECOND_PORT,
+    };
+    all_succeed(&client, &ns.name, count, Duration::from_secs(300), worker).await;
     every_job_right(&client, &ns.name, &names).await;
     drop(follower);
     ns.delete().await;
@@ -663,7 +743,11 @@ async fn chaos_j_a_partitioned_leader_stops_before_its_lease_lapses() {
     );
     assert!(took_over <= LEASE + Duration::from_secs(5), "{took_over:?}");
 
-    all_succeed(&client, &ns.name, count, Duration::from_secs(300)).await;
+    let worker = Worker {
+        process: &standby,
+        port: SECOND_PORT,
+    };
+    all_succeed(&client, &ns.name, count, Duration::from_secs(300), worker).await;
     every_job_right(&client, &ns.name, &names).await;
     let relayed: Vec<Value> = audit
         .since()
@@ -680,12 +764,7 @@ async fn chaos_j_a_partitioned_leader_stops_before_its_lease_lapses() {
     );
     let late: Vec<&Value> = relayed
         .iter()
-        .filter(|event| {
-            event["requestReceivedTimestamp"]
-                .as_str()
-                .and_then(|at| at.parse::<Timestamp>().ok())
-                .is_some_and(|at| at >= took_over_at)
-        })
+        .filter(|event| audit::received(event).is_some_and(|at| at >= took_over_at))
         .collect();
     assert!(
         late.is_empty(),
