@@ -266,3 +266,85 @@ async fn write_event(client: Client, published: Arc<Mutex<Published>>, write: Wr
         tracing::warn!(%error, reason = event.reason, "cannot publish event");
     }
 }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt;
+
+    /// A client whose every request fails at once: the queue's logic under test makes none
+    /// that could succeed.
+    fn unreachable_client() -> Client {
+        let refuse = tower::service_fn(|_: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("no cluster"))
+        });
+        Client::new(refuse, "default")
+    }
+
+    fn job(name: &str) -> ObjectReference {
+        ObjectReference {
+            kind: Some("PyTorchJob".to_owned()),
+            namespace: Some("tenant".to_owned()),
+            name: Some(name.to_owned()),
+            uid: Some(format!("uid-{name}")),
+            ..ObjectReference::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_holds_the_publisher_back() {
+        let (recorder, _writing) = Recorder::new(unreachable_client(), "trainset");
+        for n in 0..QUEUED {
+            let published = recorder
+                .publish(
+                    &job(&format!("j{n}")),
+                    EventType::Normal,
+                    "Created",
+                    "made".into(),
+                )
+                .now_or_never();
+            assert!(published.is_some(), "event {n} of {QUEUED} waited");
+        }
+        let one_more = recorder
+            .publish(&job("extra"), EventType::Normal, "Created", "made".into())
+            .now_or_never();
+        assert!(one_more.is_none(), "a queue of {QUEUED} took one more");
+    }
+
+    #[tokio::test]
+    async fn closing_drains_the_queue_and_ends_the_writer() {
+        let (recorder, writing) = Recorder::new(unreachable_client(), "trainset");
+        for n in 0..3 {
+            recorder
+                .publish(
+                    &job(&format!("j{n}")),
+                    EventType::Warning,
+                    "Failed",
+                    "x".into(),
+                )
+                .await;
+        }
+        recorder.close();
+        tokio::time::timeout(Duration::from_secs(30), writing)
+            .await
+            .expect("the writer ends once closed and drained");
+        let after = recorder
+            .publish(&job("late"), EventType::Normal, "Created", "made".into())
+            .now_or_never();
+        assert!(after.is_some(), "a publish after close waited");
+    }
+
+    #[test]
+    fn a_repeat_within_the_window_counts_on_the_first() {
+        let mut published = Published::default();
+        published.sent.insert(
+            7,
+            Sent {
+                name: "job.1".into(),
+                count: 1,
+                at: Instant::now(),
+            },
+        );
+        assert_eq!(published.repeat(7), Some(("job.1".to_owned(), 2)));
+        assert_eq!(published.repeat(8), None);
+    }
+}
