@@ -306,6 +306,7 @@ fn compile_v1<K: Served>(
         default_namespace: Some(namespace),
         ssh_key: key.as_ref(),
         cluster_domain,
+        gang_scheduler: None,
     };
     Ok(kinds::compile_manifest(value, &options)?)
 }

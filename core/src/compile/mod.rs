@@ -5,12 +5,14 @@
 
 pub mod bounds;
 mod env;
-mod meta;
+pub(crate) mod meta;
 pub mod ssh;
 pub mod trainer;
 pub mod v1;
 
 use jobset_types::JobSet;
+
+use crate::gang::GangScheduler;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use serde_json::Value;
 
@@ -62,6 +64,9 @@ pub struct Compiled {
     /// MPI only: `<name>-ssh` (MPIJob) or `<name>-mpi-ssh-auth` (TrainJob), type
     /// `kubernetes.io/ssh-auth`.
     pub secret: Option<Secret>,
+    /// The gang scheduler's objects (a PodGroup, or a Workload and its PodGroups), created
+    /// before the JobSet, in this order.
+    pub gang: Vec<Value>,
 }
 
 impl Compiled {
@@ -74,6 +79,7 @@ impl Compiled {
         if let Some(secret) = &self.secret {
             objects.push(serde_json::to_value(secret)?);
         }
+        objects.extend(self.gang.iter().cloned());
         Ok(objects)
     }
 }
@@ -87,6 +93,8 @@ pub struct Options<'a> {
     pub ssh_key: Option<&'a SshKeyPair>,
     /// v1's `CUSTOM_CLUSTER_DOMAIN` (an operator setting): appended to TF_CONFIG's endpoints.
     pub cluster_domain: Option<&'a str>,
+    /// The gang scheduler v1 jobs are placed by (`--gang-scheduler`); none when `None`.
+    pub gang_scheduler: Option<&'a GangScheduler>,
 }
 
 /// Deserializes a manifest into its kind, naming the field at fault on error.

@@ -674,6 +674,7 @@ fn direct_jobset(manifest: &Value, namespace: &str) -> Value {
         default_namespace: Some(namespace),
         ssh_key: None,
         cluster_domain: None,
+        gang_scheduler: None,
     };
     let compiled = compile_manifest(manifest.clone(), &options).expect("compiles");
     let mut jobset = serde_json::to_value(&compiled.jobset).expect("JSON");

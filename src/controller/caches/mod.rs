@@ -550,6 +550,7 @@ mod tests {
             default_namespace: None,
             ssh_key: None,
             cluster_domain: None,
+            gang_scheduler: None,
         };
         let compile = |pool: &str| {
             compile_manifest(job(pool), &options)

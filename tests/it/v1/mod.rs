@@ -2,6 +2,7 @@
 //! the per-pod labels, its status and suspension.
 
 mod compile;
+mod gang;
 mod pod_labels;
 mod pods;
 mod status;

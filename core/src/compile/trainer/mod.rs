@@ -306,6 +306,7 @@ pub fn compile_trainjob(
         jobset,
         config_map,
         secret,
+        gang: Vec::new(),
     })
 }
 

@@ -2,6 +2,7 @@
 //! policies and the JobSet's success and failure policies; each framework file adds only what is
 //! its own (env, success rule, layout, extra objects) through [`Framework`].
 
+mod gang;
 mod jax;
 mod jobset;
 mod mpi;
@@ -24,6 +25,7 @@ use kube::{Resource, ResourceExt};
 use super::meta::{JOB_ROLE, MANAGED_BY, Owner, TRAINSET};
 use super::{CompileError, Compiled, Options, bounds, env};
 use crate::api::{ReplicaSpec, RestartPolicy, TrainingJob};
+use crate::gang::GangScheduler;
 use jobset::{failure_policy, named_port, replicated_job};
 
 /// Whole-gang restarts the default JobSet failure policy allows before the job fails.
@@ -334,11 +336,18 @@ pub(crate) fn compile<F: Framework>(
     bounds::names(ctx.name(), ctx.namespace())?;
     bounds::replicas::<F::Job>(ctx.groups.iter().map(|g| (g.replica_type, g.replicas)))?;
     let success = F::success(&ctx);
-    let replicated_jobs = ctx
+    let mut replicated_jobs: Vec<_> = ctx
         .groups
         .iter()
         .map(|group| replicated_job::<F>(&ctx, group, &success))
         .collect();
+    let gang_objects = match options.gang_scheduler.and_then(GangScheduler::route) {
+        Some(route) => {
+            let gang = gang::gang(&ctx, &replicated_jobs)?;
+            crate::gang::join(route.as_ref(), gang, &mut replicated_jobs, &ctx.owner)?
+        }
+        None => Vec::new(),
+    };
     let (config_map, secret) = F::extra_objects(&ctx, options)?;
 
     let labels = job.labels();
@@ -379,6 +388,7 @@ pub(crate) fn compile<F: Framework>(
         jobset,
         config_map,
         secret,
+        gang: gang_objects,
     };
     bounds::object_sizes(&compiled)?;
     Ok(compiled)

@@ -49,6 +49,7 @@ fn compiled(suspend: bool) -> Compiled {
             jobset: own(suspend, Value::Null),
             config_map: None,
             secret: None,
+            gang: Vec::new(),
         },
     }
 }

@@ -37,6 +37,7 @@ fn compiled(job: &PyTorchJob) -> Option<Result<Compiled, String>> {
         default_namespace: None,
         ssh_key: None,
         cluster_domain: None,
+        gang_scheduler: None,
     };
     Some(job.compile(&options).map_err(|e| e.to_string()))
 }

@@ -1,0 +1,270 @@
+//! Gang scheduling: a job's pods are placed all at once or not at all. A [`Gang`] says what
+//! must be placed together; a [`Route`] turns it into the objects a gang scheduler reads and
+//! the fields that put each pod in its gang. One file per route: scheduler-plugins'
+//! coscheduling, Volcano, and Kubernetes' own Workload API (`native`). Pure: no I/O.
+
+mod native;
+pub mod requests;
+mod scheduler_plugins;
+mod volcano;
+
+use std::collections::BTreeMap;
+
+use jobset_types::ReplicatedJob;
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use serde_json::Value;
+
+use crate::compile::CompileError;
+use crate::compile::meta::Owner;
+use crate::quantity::ResourceSums;
+
+/// The gang scheduler v1 jobs are placed by: `trainset run --gang-scheduler`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum GangScheduler {
+    /// No gangs.
+    #[default]
+    None,
+    /// scheduler-plugins' coscheduling: a `scheduling.x-k8s.io` PodGroup, pods sent to the
+    /// scheduler of this name.
+    SchedulerPlugins { scheduler_name: String },
+    /// Volcano: a `scheduling.volcano.sh` PodGroup, pods sent to the `volcano` scheduler.
+    Volcano,
+    /// Kubernetes' Workload API (`scheduling.k8s.io`): the default scheduler places the gang.
+    Native,
+}
+
+impl GangScheduler {
+    /// From `--gang-scheduler` (`none`, `scheduler-plugins`, `volcano`, `native`) and
+    /// training-operator's `--gang-scheduler-name` (`volcano`, or the name of a scheduler-plugins
+    /// scheduler), at most one of them given.
+    pub fn from_flags(route: Option<&str>, v1_name: Option<&str>) -> Result<Self, String> {
+        match (route, v1_name.filter(|n| !n.is_empty())) {
+            (Some(_), Some(_)) => Err(
+                "--gang-scheduler and --gang-scheduler-name name the same thing: give one".into(),
+            ),
+            (None | Some("none"), None) => Ok(Self::None),
+            (Some("scheduler-plugins"), None) => Ok(Self::SchedulerPlugins {
+                scheduler_name: scheduler_plugins::DEFAULT_SCHEDULER.to_owned(),
+            }),
+            (Some("volcano"), None) => Ok(Self::Volcano),
+            (Some("native"), None) => Ok(Self::Native),
+            (Some(other), None) => Err(format!(
+                "--gang-scheduler {other:?}: expected none, scheduler-plugins, volcano or native"
+            )),
+            // training-operator's rule: `volcano`, in any case, or else a scheduler-plugins name.
+            (None, Some(name)) if name.eq_ignore_ascii_case("volcano") => Ok(Self::Volcano),
+            (None, Some(name)) => Ok(Self::SchedulerPlugins {
+                scheduler_name: name.to_owned(),
+            }),
+        }
+    }
+
+    /// The route that places v1 jobs, if any.
+    pub fn route(&self) -> Option<Box<dyn Route>> {
+        match self {
+            Self::None => None,
+            Self::SchedulerPlugins { scheduler_name } => {
+                Some(Box::new(scheduler_plugins::SchedulerPlugins {
+                    scheduler_name: scheduler_name.clone(),
+                }))
+            }
+            Self::Volcano => Some(Box::new(volcano::Volcano)),
+            Self::Native => Some(Box::new(native::Native)),
+        }
+    }
+}
+
+/// The pods of one replicated job, in the gang.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// The replicated job's name.
+    pub replicated_job: String,
+    /// v1's replica type (Volcano's `task-spec`): `worker`, `master`.
+    pub task: String,
+    /// Pods: replicas times parallelism.
+    pub pods: i32,
+}
+
+/// What must be placed together, and how the scheduler is told.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Gang {
+    /// The PodGroup's (or Workload's) name: the job's.
+    pub name: String,
+    /// Pods that must be placed at once.
+    pub min_member: i32,
+    /// Resources those pods need; omitted when `None`.
+    pub min_resources: Option<ResourceSums>,
+    /// Volcano's queue.
+    pub queue: Option<String>,
+    pub priority_class: Option<String>,
+    /// scheduler-plugins: how long a gang may wait for all its members.
+    pub schedule_timeout_seconds: Option<i32>,
+    /// Annotations the PodGroup carries (v1 copies the job's).
+    pub annotations: BTreeMap<String, String>,
+    /// The replicated jobs, in the JobSet's order.
+    pub members: Vec<Member>,
+    /// Whether the replicated jobs start in order (`dependsOn`): then one gang over all of them
+    /// would wait for pods that wait for it, so the native route makes one per replicated job.
+    pub ordered: bool,
+}
+
+impl Gang {
+    /// Pods over every replicated job.
+    pub fn pods(&self) -> i64 {
+        self.members.iter().map(|m| i64::from(m.pods)).sum()
+    }
+
+    /// Refuses a gang that can never be placed: more members than the job has pods.
+    pub fn check(&self, min_available_field: &str) -> Result<(), CompileError> {
+        if self.min_member < 1 {
+            return Err(CompileError::invalid(
+                min_available_field,
+                format!("Invalid value: {}: must be at least 1", self.min_member),
+            ));
+        }
+        if i64::from(self.min_member) > self.pods() {
+            return Err(CompileError::invalid(
+                min_available_field,
+                format!(
+                    "Invalid value: {}: the job has {} pods, and a gang larger than its job is \
+                     never placed",
+                    self.min_member,
+                    self.pods()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One gang scheduler's objects and pod fields.
+pub trait Route {
+    /// The objects to create before the JobSet, owned by the job, in creation order.
+    fn objects(&self, gang: &Gang, owner: &Owner) -> Result<Vec<Value>, CompileError>;
+
+    /// Puts the pods of `member` in the gang.
+    fn join(&self, gang: &Gang, member: &Member, pod: &mut PodTemplateSpec);
+
+    /// Whether one gang spans replicated jobs that `dependsOn` orders, and so would never be
+    /// complete: the compiler then drops the ordering (the peers had none either).
+    fn spans_ordered_jobs(&self) -> bool {
+        true
+    }
+}
+
+/// Puts every pod of `replicated_jobs` in `gang` by `route`, and returns the objects to create
+/// before the JobSet. A route whose one gang spans the replicated jobs drops their ordering.
+pub fn join(
+    route: &dyn Route,
+    mut gang: Gang,
+    replicated_jobs: &mut [ReplicatedJob],
+    owner: &Owner,
+) -> Result<Vec<Value>, CompileError> {
+    if gang.ordered && route.spans_ordered_jobs() {
+        for replicated_job in replicated_jobs.iter_mut() {
+            replicated_job.depends_on.clear();
+        }
+        gang.ordered = false;
+    }
+    for replicated_job in replicated_jobs.iter_mut() {
+        let member = gang
+            .members
+            .iter()
+            .find(|m| m.replicated_job == replicated_job.name);
+        if let (Some(member), Some(job)) = (member, replicated_job.template.spec.as_mut()) {
+            route.join(&gang, member, &mut job.template);
+        }
+    }
+    route.objects(&gang, owner)
+}
+
+/// `minResources` as a PodGroup writes it: each sum in Kubernetes' canonical form.
+fn resources_json(resources: &ResourceSums) -> Value {
+    resources
+        .iter()
+        .map(|(name, quantity)| (name.clone(), Value::String(quantity.to_string())))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+/// An object's metadata, owned by the job.
+fn metadata(owner: &Owner, name: &str, annotations: &BTreeMap<String, String>) -> Value {
+    let mut meta = serde_json::json!({"name": name, "namespace": owner.namespace});
+    if !annotations.is_empty() {
+        meta["annotations"] = serde_json::json!(annotations);
+    }
+    if let Some(owners) = owner.reference() {
+        meta["ownerReferences"] = serde_json::json!(owners);
+    }
+    meta
+}
+
+/// Sets the pod's scheduler unless the user chose one (the peers keep the user's and warn).
+fn schedule_with(pod: &mut PodTemplateSpec, scheduler: &str) {
+    let spec = pod.spec.get_or_insert_with(Default::default);
+    if spec.scheduler_name.as_deref().is_none_or(str::is_empty) {
+        spec.scheduler_name = Some(scheduler.to_owned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_choose_the_route_as_each_operator_did() {
+        let sp = |name: &str| GangScheduler::SchedulerPlugins {
+            scheduler_name: name.to_owned(),
+        };
+        assert_eq!(
+            GangScheduler::from_flags(None, None),
+            Ok(GangScheduler::None)
+        );
+        assert_eq!(
+            GangScheduler::from_flags(Some("native"), None),
+            Ok(GangScheduler::Native)
+        );
+        assert_eq!(
+            GangScheduler::from_flags(Some("scheduler-plugins"), None),
+            Ok(sp("scheduler-plugins-scheduler"))
+        );
+        assert_eq!(
+            GangScheduler::from_flags(None, Some("Volcano")),
+            Ok(GangScheduler::Volcano)
+        );
+        assert_eq!(
+            GangScheduler::from_flags(None, Some("my-sched")),
+            Ok(sp("my-sched"))
+        );
+        assert_eq!(
+            GangScheduler::from_flags(None, Some("")),
+            Ok(GangScheduler::None)
+        );
+        assert!(GangScheduler::from_flags(Some("kai"), None).is_err());
+        assert!(GangScheduler::from_flags(Some("volcano"), Some("volcano")).is_err());
+    }
+
+    #[test]
+    fn a_gang_larger_than_its_job_is_refused_naming_the_field() {
+        let gang = Gang {
+            min_member: 5,
+            members: vec![Member {
+                replicated_job: "worker".into(),
+                task: "worker".into(),
+                pods: 4,
+            }],
+            ..Gang::default()
+        };
+        let field = "spec.runPolicy.schedulingPolicy.minAvailable";
+        let error = gang.check(field).map_err(|e| e.to_string());
+        assert!(
+            matches!(&error, Err(m) if m.starts_with(field) && m.contains("4 pods")),
+            "{error:?}"
+        );
+        let fits = Gang {
+            min_member: 4,
+            ..gang
+        };
+        assert!(fits.check(field).is_ok());
+    }
+}

@@ -1,0 +1,150 @@
+//! v1 jobs under each gang scheduler: the PodGroup (or Workload and PodGroups) made beside the
+//! JobSet, and what each pod carries to join it.
+
+use serde_json::{Value, json};
+use trainset::gang::GangScheduler;
+
+use crate::support::compile_with_gang;
+
+fn pytorchjob(scheduling_policy: Value) -> Value {
+    let pod = |cpu: &str| {
+        json!({"spec": {"containers": [{
+            "name": "pytorch", "image": "trainer:1",
+            "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}, "limits": {"nvidia.com/gpu": "1"}}
+        }]}})
+    };
+    json!({
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "gang", "namespace": "team-a", "uid": "uid-1",
+                     "annotations": {"team": "a"}},
+        "spec": {
+            "runPolicy": {"schedulingPolicy": scheduling_policy},
+            "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": pod("500m")},
+                "Worker": {"replicas": 3, "template": pod("2")}
+            }
+        }
+    })
+}
+
+fn scheduler_plugins() -> GangScheduler {
+    GangScheduler::SchedulerPlugins {
+        scheduler_name: "scheduler-plugins-scheduler".to_owned(),
+    }
+}
+
+/// The gang objects, and per replicated job: its pod template's scheduler, labels,
+/// annotations, scheduling group, and whether it waits for another.
+fn compiled(manifest: &Value, scheduler: &GangScheduler) -> String {
+    let compiled = compile_with_gang(manifest, None, Some(scheduler))
+        .unwrap_or_else(|e| panic!("compiles: {e}"));
+    let pods: Vec<Value> = compiled
+        .jobset
+        .spec
+        .replicated_jobs
+        .iter()
+        .map(|rj| {
+            let pod = rj.template.spec.as_ref().map(|s| &s.template);
+            let meta = pod.and_then(|p| p.metadata.as_ref());
+            let spec = pod.and_then(|p| p.spec.as_ref());
+            json!({
+                "replicatedJob": rj.name,
+                "schedulerName": spec.and_then(|s| s.scheduler_name.clone()),
+                "groupLabel": meta.and_then(|m| m.labels.as_ref()).and_then(|l| l.get("scheduling.x-k8s.io/pod-group")),
+                "annotations": meta.and_then(|m| m.annotations.clone()),
+                "schedulingGroup": spec.and_then(|s| s.scheduling_group.clone()),
+                "dependsOn": rj.depends_on.iter().map(|d| d.name.clone()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let mut documents: Vec<Value> = compiled.gang.clone();
+    documents.push(json!({"pods": pods}));
+    documents
+        .iter()
+        .map(|d| serde_norway::to_string(d).expect("YAML"))
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+#[test]
+fn scheduler_plugins_pod_group_counts_every_pod_and_drops_the_startup_order() {
+    let policy = json!({"scheduleTimeoutSeconds": 120});
+    insta::assert_snapshot!(compiled(&pytorchjob(policy), &scheduler_plugins()));
+}
+
+#[test]
+fn volcano_pod_group_takes_queue_priority_and_min_available_from_the_policy() {
+    let policy = json!({"minAvailable": 2, "queue": "research", "priorityClass": "high"});
+    insta::assert_snapshot!(compiled(&pytorchjob(policy), &GangScheduler::Volcano));
+}
+
+#[test]
+fn native_workload_has_one_group_per_ordered_replicated_job() {
+    insta::assert_snapshot!(compiled(&pytorchjob(json!({})), &GangScheduler::Native));
+}
+
+#[test]
+fn native_workload_without_order_is_one_gang_of_min_available() {
+    let mut job = pytorchjob(json!({"minAvailable": 3}));
+    // Workers only: no replicated job waits for another.
+    if let Some(specs) = job["spec"]["pytorchReplicaSpecs"].as_object_mut() {
+        specs.remove("Master");
+    }
+    insta::assert_snapshot!(compiled(&job, &GangScheduler::Native));
+}
+
+#[test]
+fn given_min_resources_are_kept_in_canonical_form() {
+    let policy = json!({"minResources": {"cpu": "1500m", "memory": "2048Mi"}});
+    let compiled = compile_with_gang(&pytorchjob(policy), None, Some(&scheduler_plugins()))
+        .unwrap_or_else(|e| panic!("compiles: {e}"));
+    assert_eq!(
+        compiled.gang[0]["spec"]["minResources"],
+        json!({"cpu": "1500m", "memory": "2Gi"})
+    );
+}
+
+#[test]
+fn a_gang_that_cannot_be_placed_is_refused_naming_the_field() {
+    for (policy, field) in [
+        (
+            json!({"minAvailable": 5}),
+            "spec.runPolicy.schedulingPolicy.minAvailable",
+        ),
+        (
+            json!({"minAvailable": 0}),
+            "spec.runPolicy.schedulingPolicy.minAvailable",
+        ),
+        (
+            json!({"minResources": {"cpu": "lots"}}),
+            "spec.runPolicy.schedulingPolicy.minResources[cpu]",
+        ),
+    ] {
+        let error = compile_with_gang(
+            &pytorchjob(policy.clone()),
+            None,
+            Some(&GangScheduler::Volcano),
+        )
+        .map(|_| ())
+        .map_err(|e| e.to_string());
+        assert!(
+            matches!(&error, Err(m) if m.starts_with(field)),
+            "{policy}: {error:?}"
+        );
+    }
+}
+
+#[test]
+fn without_a_gang_scheduler_nothing_changes() {
+    let job = pytorchjob(json!({"minAvailable": 2}));
+    let objects = |scheduler| -> Result<Vec<Value>, String> {
+        let compiled = compile_with_gang(&job, None, scheduler).map_err(|e| e.to_string())?;
+        compiled.objects().map_err(|e| e.to_string())
+    };
+    let (Ok(plain), Ok(none)) = (objects(None), objects(Some(&GangScheduler::None))) else {
+        panic!("compiles");
+    };
+    assert_eq!(plain.len(), 1, "the JobSet alone");
+    assert_eq!(plain, none);
+}
