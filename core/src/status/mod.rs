@@ -1,4 +1,4 @@
-//! Derives a training job's status from its observed JobSet and Jobs (DESIGN §5). Pure: the
+//! Derives a training job's status from its observed JobSet and Jobs. Pure: the
 //! caller passes what it observed and the current time.
 //!
 //! v1's condition algebra holds: nothing changes after a terminal condition; the same type,

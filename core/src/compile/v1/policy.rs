@@ -1,4 +1,4 @@
-//! v1 restart policies on batch/v1 Jobs (DESIGN §4).
+//! v1 restart policies on batch/v1 Jobs.
 
 use k8s_openapi::api::batch::v1::{
     PodFailurePolicy, PodFailurePolicyOnExitCodesRequirement,
