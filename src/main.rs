@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use kube::api::Api;
 use tokio::sync::watch;
+use trainset::compile::gang::GangScheduler;
 use trainset::controller::{Clients, Settings};
 use trainset::leader::Elector;
 use trainset::telemetry::{LogFormat, Metrics, Readiness};
@@ -38,6 +39,8 @@ enum Command {
         /// reconciled twice at once).
         #[arg(long, env = "TRAINSET_MAX_CONCURRENT_RECONCILES", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
         max_concurrent_reconciles: u16,
+        #[command(flatten)]
+        gang: GangArgs,
     },
     /// Compile training job manifests into the objects the controller would create.
     Render {
@@ -62,6 +65,8 @@ enum Command {
         /// (repeatable; runtimes in the manifest file count too).
         #[arg(long = "runtime")]
         runtimes: Vec<PathBuf>,
+        #[command(flatten)]
+        gang: GangArgs,
     },
     /// Print the CRDs of every training kind, or write one file each into a directory.
     Crds {
@@ -95,6 +100,29 @@ struct LeaderArgs {
     identity: Option<String>,
 }
 
+/// Gang scheduling of v1 jobs (see docs/gang-scheduling.md).
+#[derive(clap::Args)]
+struct GangArgs {
+    /// The gang scheduler that places v1 jobs: none, scheduler-plugins, volcano or native
+    /// (Kubernetes' Workload API).
+    #[arg(long, env = "TRAINSET_GANG_SCHEDULER", value_parser = ["none", "scheduler-plugins", "volcano", "native"])]
+    gang_scheduler: Option<String>,
+    /// training-operator's flag, for drop-in deployments: `volcano`, or the name of the
+    /// scheduler-plugins scheduler pods are sent to.
+    #[arg(long, env = "TRAINSET_GANG_SCHEDULER_NAME")]
+    gang_scheduler_name: Option<String>,
+}
+
+impl GangArgs {
+    fn scheduler(&self) -> anyhow::Result<GangScheduler> {
+        GangScheduler::from_flags(
+            self.gang_scheduler.as_deref(),
+            self.gang_scheduler_name.as_deref(),
+        )
+        .map_err(anyhow::Error::msg)
+    }
+}
+
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum Output {
     Yaml,
@@ -109,6 +137,7 @@ fn main() -> anyhow::Result<()> {
             leader,
             cluster_domain,
             max_concurrent_reconciles,
+            gang,
         } => run(
             metrics_address,
             log_format,
@@ -116,6 +145,7 @@ fn main() -> anyhow::Result<()> {
             Settings {
                 cluster_domain,
                 max_concurrent_reconciles,
+                gang_scheduler: gang.scheduler()?,
             },
         ),
         Command::Render {
@@ -124,11 +154,15 @@ fn main() -> anyhow::Result<()> {
             output,
             cluster_domain,
             runtimes,
+            gang,
         } => render(
             &file,
             &runtimes,
             &namespace,
-            cluster_domain.as_deref(),
+            &trainset::render::Operator {
+                cluster_domain: cluster_domain.as_deref(),
+                gang_scheduler: Some(&gang.scheduler()?),
+            },
             output,
         ),
         Command::Crds { dir } => print_crds(dir),
@@ -279,7 +313,7 @@ fn render(
     file: &Path,
     runtime_files: &[PathBuf],
     namespace: &str,
-    cluster_domain: Option<&str>,
+    operator: &trainset::render::Operator<'_>,
     output: Output,
 ) -> anyhow::Result<()> {
     let input = if file == Path::new("-") {
@@ -299,7 +333,7 @@ fn render(
         Output::Yaml => trainset::render::Format::Yaml,
         Output::Json => trainset::render::Format::Json,
     };
-    match trainset::render::render(&input, &runtimes, namespace, cluster_domain, format) {
+    match trainset::render::render(&input, &runtimes, namespace, operator, format) {
         Ok(text) => {
             print!("{text}");
             Ok(())

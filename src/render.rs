@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use crate::admission::{self, AdmissionError};
 use crate::api::trainer::{ClusterTrainingRuntime, TrainJob, TrainingRuntime, TrainingRuntimeSpec};
+use crate::compile::gang::GangScheduler;
 use crate::compile::trainer::{self, Runtime, RuntimeKind};
 use crate::compile::{self, CompileError, Compiled, Options, SshKeyPair};
 use crate::kinds::{self, Served, Visitor, visit_all};
@@ -65,6 +66,15 @@ pub enum RenderError {
     Empty,
 }
 
+/// What `trainset run` is started with that changes what a job compiles to.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Operator<'a> {
+    /// `--cluster-domain`: appended to TF_CONFIG's endpoints.
+    pub cluster_domain: Option<&'a str>,
+    /// `--gang-scheduler`: the gang scheduler that places v1 jobs.
+    pub gang_scheduler: Option<&'a GangScheduler>,
+}
+
 /// Compiles every document of `input`, placing jobs without a namespace in `namespace`; a
 /// TrainJob's runtime comes from `runtimes` (YAML documents) or from the input's own runtime
 /// documents. All documents are checked before anything is printed; on failure every error is
@@ -73,7 +83,7 @@ pub fn render(
     input: &str,
     runtimes: &str,
     namespace: &str,
-    cluster_domain: Option<&str>,
+    operator: &Operator<'_>,
     format: Format,
 ) -> Result<String, Vec<RenderError>> {
     let mut errors = Vec::new();
@@ -100,7 +110,7 @@ pub fn render(
     }
     let mut objects = Vec::new();
     for (document, value) in jobs {
-        match render_job(document, value, namespace, cluster_domain, &known) {
+        match render_job(document, value, namespace, operator, &known) {
             Ok(compiled) => objects.extend(compiled),
             Err(error) => errors.push(error),
         }
@@ -204,7 +214,7 @@ fn render_job(
     document: usize,
     value: Value,
     namespace: &str,
-    cluster_domain: Option<&str>,
+    operator: &Operator<'_>,
     runtimes: &Runtimes,
 ) -> Result<Vec<Value>, RenderError> {
     if !value.is_object() || !value["kind"].is_string() || !value["apiVersion"].is_string() {
@@ -225,7 +235,7 @@ fn render_job(
     let mut by_kind = ByKind {
         value: Some(value),
         namespace,
-        cluster_domain,
+        operator: *operator,
         runtimes,
         compiled: None,
     };
@@ -275,7 +285,7 @@ impl From<ssh_key::Error> for Failed {
 struct ByKind<'a> {
     value: Option<Value>,
     namespace: &'a str,
-    cluster_domain: Option<&'a str>,
+    operator: Operator<'a>,
     runtimes: &'a Runtimes,
     compiled: Option<Result<Compiled, Failed>>,
 }
@@ -283,7 +293,7 @@ struct ByKind<'a> {
 impl Visitor for ByKind<'_> {
     fn v1<K: Served>(&mut self) {
         if let Some(value) = self.value.take_if(|v| kinds::is::<K>(v)) {
-            self.compiled = Some(compile_v1::<K>(value, self.namespace, self.cluster_domain));
+            self.compiled = Some(compile_v1::<K>(value, self.namespace, &self.operator));
         }
     }
 
@@ -298,15 +308,15 @@ impl Visitor for ByKind<'_> {
 fn compile_v1<K: Served>(
     value: Value,
     namespace: &str,
-    cluster_domain: Option<&str>,
+    operator: &Operator<'_>,
 ) -> Result<Compiled, Failed> {
     // Generating a key for a kind that needs none would be wasted work.
     let key = K::NEEDS_SSH_KEY.then(SshKeyPair::generate).transpose()?;
     let options = Options {
         default_namespace: Some(namespace),
         ssh_key: key.as_ref(),
-        cluster_domain,
-        gang_scheduler: None,
+        cluster_domain: operator.cluster_domain,
+        gang_scheduler: operator.gang_scheduler,
     };
     Ok(kinds::compile_manifest(value, &options)?)
 }

@@ -8,7 +8,6 @@ pub mod api;
 pub mod compile;
 pub mod crds;
 pub mod decode;
-pub mod gang;
 pub mod kinds;
 pub mod plan;
 pub mod pod_labels;

@@ -920,7 +920,7 @@ fn every_chart_value_reaches_the_objects() {
         "replicas=1,leaderElection.enabled=false",
         "resources.limits.memory=1Gi,resources.requests.cpu=500m",
         "metrics.port=9090,metrics.service=false",
-        "logFormat=text,clusterDomain=cluster.local",
+        "logFormat=text,clusterDomain=cluster.local,gangScheduler=native",
         "nodeSelector.pool=system",
     ]);
     let deployment = &rendered[&format!("Deployment/{NAMESPACE}/trainset")];
@@ -936,7 +936,8 @@ fn every_chart_value_reaches_the_objects() {
             "--log-format=text",
             "--metrics-address=0.0.0.0:9090",
             "--leader-elect=false",
-            "--cluster-domain=cluster.local"
+            "--cluster-domain=cluster.local",
+            "--gang-scheduler=native"
         ])
     );
     assert_eq!(container["ports"][0]["containerPort"], 9090);

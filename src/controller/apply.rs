@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use super::{Context, Error, FIELD_MANAGER, kube_error, refused_content};
 use crate::api::{CleanPodPolicy, JobStatus};
+use crate::compile::gang;
 use crate::compile::{Compiled, JOB_NAME, OPERATOR_NAME};
 use crate::kinds::Served;
 use crate::plan::v1::Plan;
@@ -150,13 +151,19 @@ fn post_params() -> PostParams {
     }
 }
 
-/// Creates the auxiliary objects once, then the JobSet. An object of one of their names that
-/// is not the job's own stops it there, untouched.
+/// Creates the auxiliary objects once (the gang scheduler's first, so that no pod exists
+/// before its gang), then the JobSet. An object of one of their names that is not the job's own
+/// stops it there, untouched.
 pub(super) async fn create(
     namespace: &str,
     compiled: &Compiled,
     ctx: &Context,
 ) -> Result<Applied, Error> {
+    for object in &compiled.gang {
+        if let Some(stop) = create_gang_object(namespace, object, ctx).await? {
+            return Ok(stop);
+        }
+    }
     if let Some(config_map) = &compiled.config_map {
         let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
         if let Some(stop) = create_once(&api, config_map).await? {
@@ -206,6 +213,48 @@ where
         Err(source) => Err(Error::Kube {
             action: "creating",
             object: name,
+            source,
+        }),
+    }
+}
+
+/// Creates one of the gang scheduler's objects (a PodGroup, a Workload) unless the job has it.
+/// A cluster that does not serve its API (the scheduler's CRD is not installed, the Workload
+/// API is off) cannot run the job with the gang it was started to give it: the job is refused.
+async fn create_gang_object(
+    namespace: &str,
+    object: &DynamicObject,
+    ctx: &Context,
+) -> Result<Option<Applied>, Error> {
+    let name = object.name_any();
+    let kind = object.types.as_ref().map_or("", |t| t.kind.as_str());
+    let described = format!("{kind} {name}");
+    let Some(resource) = gang::api_resource(object) else {
+        return Ok(Some(Applied::Refused(format!(
+            "{described} has no API version"
+        ))));
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &resource);
+    match api.create(&post_params(), object).await {
+        Ok(_) => Ok(None),
+        Err(source) if conflict(&source) => {
+            let existing = api
+                .get_metadata_opt(&name)
+                .await
+                .map_err(kube_error("getting", &name))?;
+            Ok(match existing {
+                Some(existing) => claim(&object.metadata, &existing.metadata, described),
+                None => Some(Applied::Earlier(described)),
+            })
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Some(Applied::Refused(format!(
+            "{described}: this cluster does not serve {}, which trainset's --gang-scheduler \
+             needs: install the gang scheduler (and its CRDs), or run trainset without it",
+            resource.api_version
+        )))),
+        Err(source) => Err(Error::Kube {
+            action: "creating",
+            object: described,
             source,
         }),
     }

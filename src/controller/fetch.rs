@@ -122,7 +122,7 @@ fn compile<K: Served>(
         default_namespace: Some(namespace),
         ssh_key: key.as_ref(),
         cluster_domain: ctx.cluster_domain.as_deref(),
-        gang_scheduler: None,
+        gang_scheduler: Some(&ctx.gang_scheduler),
     };
     Ok(job.compile(&options).map_err(|e| e.to_string()))
 }

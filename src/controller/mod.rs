@@ -28,6 +28,7 @@ use futures::future::{BoxFuture, Shared};
 use kube::Client;
 use kube::runtime::controller::{Action, Config as ControllerConfig};
 
+use crate::compile::gang::GangScheduler;
 use crate::kinds::{Served, Visitor, visit_all};
 use crate::plan::v1 as plan;
 use crate::telemetry::{Metrics, Readiness};
@@ -169,6 +170,8 @@ struct Context {
     readiness: Arc<Readiness>,
     /// v1's `CUSTOM_CLUSTER_DOMAIN`, for TF_CONFIG.
     cluster_domain: Option<String>,
+    /// The gang scheduler that places v1 jobs.
+    gang_scheduler: GangScheduler,
     /// Consecutive failed reconciles per object, for the retry backoff.
     failures: Mutex<HashMap<String, u32>>,
     /// This process's last status write of each job the job cache may not show yet.
@@ -246,6 +249,8 @@ pub struct Settings {
     pub cluster_domain: Option<String>,
     /// Reconciles of each kind running at once.
     pub max_concurrent_reconciles: u16,
+    /// The gang scheduler that places v1 jobs.
+    pub gang_scheduler: GangScheduler,
 }
 
 /// Requests (reads and writes, not watches) in flight at once. The apiserver's fair queuing keeps
@@ -324,6 +329,7 @@ pub async fn run(
         metrics,
         readiness: readiness.clone(),
         cluster_domain: settings.cluster_domain,
+        gang_scheduler: settings.gang_scheduler,
         failures: Default::default(),
         status_writes: Default::default(),
     });

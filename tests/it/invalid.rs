@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use trainset::render::{Format, render};
+use trainset::render::{Format, Operator, render};
 
 /// One corpus file: its expectations and its text.
 struct Case {
@@ -56,7 +56,13 @@ fn render_refuses_every_invalid_manifest_naming_the_field() {
     let mut failures = Vec::new();
     for case in corpus() {
         let name = case.path.display();
-        match render(&case.text, "", "default", None, Format::Yaml) {
+        match render(
+            &case.text,
+            "",
+            "default",
+            &Operator::default(),
+            Format::Yaml,
+        ) {
             Ok(_) => failures.push(format!("{name}: rendered")),
             Err(errors) => {
                 let text: String = errors.iter().map(|e| format!("{e}\n")).collect();

@@ -7,7 +7,7 @@ use std::process::Command;
 use crate::support as common;
 
 use common::compile_with_test_key;
-use trainset::render::{Format, render};
+use trainset::render::{Format, Operator, render};
 
 fn examples() -> Vec<(String, String)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
@@ -48,14 +48,14 @@ fn every_example_compiles_to_its_snapshot() {
 #[test]
 fn every_example_renders_as_yaml_and_json() {
     for (name, text) in examples() {
-        let yaml = render(&text, "", "default", None, Format::Yaml)
+        let yaml = render(&text, "", "default", &Operator::default(), Format::Yaml)
             .unwrap_or_else(|e| panic!("{name}: {e:?}"));
         let first: serde_json::Value = serde_norway::Deserializer::from_str(&yaml)
             .next()
             .map(|d| serde::Deserialize::deserialize(d).expect("doc"))
             .expect("one document");
         assert_eq!(first["kind"], "JobSet", "{name}: the JobSet comes first");
-        let json = render(&text, "", "default", None, Format::Json)
+        let json = render(&text, "", "default", &Operator::default(), Format::Json)
             .unwrap_or_else(|e| panic!("{name}: {e:?}"));
         let list: serde_json::Value = serde_json::from_str(&json).expect("JSON");
         assert_eq!(
@@ -81,7 +81,7 @@ fn every_example_renders_as_yaml_and_json() {
 fn many_documents_render_in_order() {
     let examples = examples();
     let input = format!("{}\n---\n{}", examples[0].1, examples[1].1);
-    let out = render(&input, "", "team", None, Format::Json).expect("renders");
+    let out = render(&input, "", "team", &Operator::default(), Format::Json).expect("renders");
     let list: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     let names: Vec<&str> = list["items"]
         .as_array()
@@ -141,7 +141,7 @@ fn invalid_inputs() -> Vec<(&'static str, String, &'static str)> {
 fn invalid_input_is_refused_with_a_message_naming_the_field() {
     let mut failures = Vec::new();
     for (what, input, expected) in invalid_inputs() {
-        match render(&input, "", "default", None, Format::Yaml) {
+        match render(&input, "", "default", &Operator::default(), Format::Yaml) {
             Ok(_) => failures.push(format!("{what}: accepted")),
             Err(errors) => {
                 let text: Vec<String> = errors.iter().map(ToString::to_string).collect();

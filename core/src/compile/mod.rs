@@ -5,14 +5,16 @@
 
 pub mod bounds;
 mod env;
-pub(crate) mod meta;
+pub mod gang;
+mod meta;
 pub mod ssh;
 pub mod trainer;
 pub mod v1;
 
 use jobset_types::JobSet;
+use kube::core::DynamicObject;
 
-use crate::gang::GangScheduler;
+use gang::GangScheduler;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use serde_json::Value;
 
@@ -66,7 +68,7 @@ pub struct Compiled {
     pub secret: Option<Secret>,
     /// The gang scheduler's objects (a PodGroup, or a Workload and its PodGroups), created
     /// before the JobSet, in this order.
-    pub gang: Vec<Value>,
+    pub gang: Vec<DynamicObject>,
 }
 
 impl Compiled {
@@ -79,7 +81,9 @@ impl Compiled {
         if let Some(secret) = &self.secret {
             objects.push(serde_json::to_value(secret)?);
         }
-        objects.extend(self.gang.iter().cloned());
+        for object in &self.gang {
+            objects.push(serde_json::to_value(object)?);
+        }
         Ok(objects)
     }
 }

@@ -1,7 +1,7 @@
 //! Shared by the compiler's tests: a fixed SSH key and compiling with it.
 
+use trainset::compile::gang::GangScheduler;
 use trainset::compile::{CompileError, Compiled, Options, SshKeyPair};
-use trainset::gang::GangScheduler;
 use trainset::kinds::compile_manifest;
 
 /// A fixed key so compiled MPIJobs are stable; real runs generate one.

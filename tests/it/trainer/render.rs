@@ -1,4 +1,4 @@
-use trainset::render::{Format, render};
+use trainset::render::{Format, Operator, render};
 
 const RUNTIME: &str = r#"
 apiVersion: trainer.kubeflow.org/v1alpha1
@@ -26,12 +26,19 @@ spec:
 
 #[test]
 fn a_trainjob_renders_against_a_runtime_given_beside_it_or_in_its_input() {
-    let beside = render(TRAINJOB, RUNTIME, "team", None, Format::Yaml).expect("renders");
+    let beside = render(
+        TRAINJOB,
+        RUNTIME,
+        "team",
+        &Operator::default(),
+        Format::Yaml,
+    )
+    .expect("renders");
     let within = render(
         &format!("{RUNTIME}\n---\n{TRAINJOB}"),
         "",
         "team",
-        None,
+        &Operator::default(),
         Format::Yaml,
     )
     .expect("renders");
@@ -50,7 +57,8 @@ fn a_trainjob_the_apiserver_would_refuse_is_refused_with_every_field_named() {
     let job = TRAINJOB
         .replace("name: mnist", "name: MNIST_v2")
         .replace("trainer: {numNodes: 2}", "trainer: {numNodes: 2, gpus: 8}");
-    let errors = render(&job, RUNTIME, "team", None, Format::Yaml).expect_err("refused");
+    let errors =
+        render(&job, RUNTIME, "team", &Operator::default(), Format::Yaml).expect_err("refused");
     assert_eq!(
         errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
         [
@@ -62,7 +70,8 @@ fn a_trainjob_the_apiserver_would_refuse_is_refused_with_every_field_named() {
 
 #[test]
 fn a_missing_or_foreign_runtime_is_an_error_naming_the_field() {
-    let errors = render(TRAINJOB, "", "team", None, Format::Yaml).expect_err("no runtime");
+    let errors =
+        render(TRAINJOB, "", "team", &Operator::default(), Format::Yaml).expect_err("no runtime");
     assert_eq!(
         errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
         [
@@ -80,10 +89,35 @@ fn a_missing_or_foreign_runtime_is_an_error_naming_the_field() {
         "runtimeRef: {name: torch-distributed}",
         "runtimeRef: {name: torch-distributed, kind: TrainingRuntime}",
     );
-    assert!(render(&job, &namespaced, "team", None, Format::Yaml).is_err());
-    assert!(render(&job, &namespaced, "other", None, Format::Yaml).is_ok());
+    assert!(
+        render(
+            &job,
+            &namespaced,
+            "team",
+            &Operator::default(),
+            Format::Yaml
+        )
+        .is_err()
+    );
+    assert!(
+        render(
+            &job,
+            &namespaced,
+            "other",
+            &Operator::default(),
+            Format::Yaml
+        )
+        .is_ok()
+    );
     // Only runtimes belong beside the input.
-    let errors = render(TRAINJOB, TRAINJOB, "team", None, Format::Yaml).expect_err("not a runtime");
+    let errors = render(
+        TRAINJOB,
+        TRAINJOB,
+        "team",
+        &Operator::default(),
+        Format::Yaml,
+    )
+    .expect_err("not a runtime");
     assert_eq!(
         errors[0].to_string(),
         "runtimes, document 1: not a TrainingRuntime or ClusterTrainingRuntime"

@@ -56,7 +56,7 @@ fn every_shipped_runtime_is_what_the_sdk_expects_and_renders() {
 /// for it (a `CustomTrainer` on two nodes; torchtune's `BuiltinTrainer` on one) renders.
 fn check_shipped_runtime(value: serde_json::Value, text: &str) -> String {
     use trainset::api::trainer::ClusterTrainingRuntime;
-    use trainset::render::{Format, render};
+    use trainset::render::{Format, Operator, render};
     let runtime: ClusterTrainingRuntime =
         serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"));
     let name = runtime.metadata.name.clone().expect("name");
@@ -111,7 +111,7 @@ fn check_shipped_runtime(value: serde_json::Value, text: &str) -> String {
     let job = format!(
         "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {{name: sdk}}\nspec:\n  runtimeRef: {{name: {name}, kind: ClusterTrainingRuntime}}\n  trainer: {trainer}\n"
     );
-    let rendered = render(&job, text, "default", None, Format::Json)
+    let rendered = render(&job, text, "default", &Operator::default(), Format::Json)
         .unwrap_or_else(|e| panic!("{name}: {e:?}"));
     let objects: serde_json::Value = serde_json::from_str(&rendered).expect("a List");
     let items = objects["items"].as_array().expect("items");

@@ -2,7 +2,7 @@
 //! JobSet, and what each pod carries to join it.
 
 use serde_json::{Value, json};
-use trainset::gang::GangScheduler;
+use trainset::compile::gang::GangScheduler;
 
 use crate::support::compile_with_gang;
 
@@ -58,7 +58,11 @@ fn compiled(manifest: &Value, scheduler: &GangScheduler) -> String {
             })
         })
         .collect();
-    let mut documents: Vec<Value> = compiled.gang.clone();
+    let mut documents: Vec<Value> = compiled
+        .gang
+        .iter()
+        .map(|o| serde_json::to_value(o).expect("JSON"))
+        .collect();
     documents.push(json!({"pods": pods}));
     documents
         .iter()
@@ -100,7 +104,7 @@ fn given_min_resources_are_kept_in_canonical_form() {
     let compiled = compile_with_gang(&pytorchjob(policy), None, Some(&scheduler_plugins()))
         .unwrap_or_else(|e| panic!("compiles: {e}"));
     assert_eq!(
-        compiled.gang[0]["spec"]["minResources"],
+        compiled.gang[0].data["spec"]["minResources"],
         json!({"cpu": "1500m", "memory": "2Gi"})
     );
 }
@@ -147,4 +151,54 @@ fn without_a_gang_scheduler_nothing_changes() {
     };
     assert_eq!(plain.len(), 1, "the JobSet alone");
     assert_eq!(plain, none);
+}
+
+fn mpijob(scheduling_policy: Value) -> Value {
+    let pod = |cpu: &str, priority: Option<&str>| {
+        let mut spec = json!({"containers": [{
+            "name": "mpi", "image": "mpi:1",
+            "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu, "nvidia.com/gpu": "2"}}
+        }]});
+        if let Some(class) = priority {
+            spec["priorityClassName"] = json!(class);
+        }
+        json!({"spec": spec})
+    };
+    json!({
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": "mpi", "namespace": "team-a", "uid": "uid-2",
+                     "annotations": {"scheduling.volcano.sh/queue-name": "from-annotation"}},
+        "spec": {
+            "runPolicy": {"schedulingPolicy": scheduling_policy},
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": pod("1", Some("launcher-class"))},
+                "Worker": {"replicas": 4, "template": {"spec": {
+                    "schedulerName": "someone-else",
+                    "containers": pod("2", None)["spec"]["containers"].clone()
+                }}}
+            }
+        }
+    })
+}
+
+#[test]
+fn mpijob_gang_follows_mpi_operator() {
+    // minAvailable 3: the launcher and two workers are counted; the queue comes from the
+    // annotation, the priority class from the launcher, and the scheduler replaces the pods' own.
+    let job = mpijob(json!({"minAvailable": 3}));
+    insta::assert_snapshot!(compiled(&job, &GangScheduler::Volcano));
+}
+
+#[test]
+fn mpijob_scheduler_plugins_timeout_defaults_to_zero() {
+    let compiled = compile_with_gang(&mpijob(json!({})), None, Some(&scheduler_plugins()))
+        .unwrap_or_else(|e| panic!("compiles: {e}"));
+    let spec = &compiled.gang[0].data["spec"];
+    assert_eq!(spec["minMember"], 5, "the workers and the launcher");
+    assert_eq!(spec["scheduleTimeoutSeconds"], 0);
+    assert_eq!(
+        spec["minResources"],
+        json!({"cpu": "9", "nvidia.com/gpu": "10"})
+    );
 }

@@ -15,8 +15,8 @@ mod xgboost;
 use std::collections::BTreeMap;
 
 use jobset_types::{
-    DependsOn, JobSet, JobSetSpec, Network, Operator, StartupPolicy, StartupPolicyOrder,
-    SuccessPolicy, keys,
+    DependsOn, JobSet, JobSetSpec, Network, Operator, ReplicatedJob, StartupPolicy,
+    StartupPolicyOrder, SuccessPolicy, keys,
 };
 use k8s_openapi::api::batch::v1::SuccessPolicy as JobSuccessPolicy;
 use k8s_openapi::api::core::v1::{ConfigMap, EnvVar, PodSpec, Secret};
@@ -25,7 +25,7 @@ use kube::{Resource, ResourceExt};
 use super::meta::{JOB_ROLE, MANAGED_BY, Owner, TRAINSET};
 use super::{CompileError, Compiled, Options, bounds, env};
 use crate::api::{ReplicaSpec, RestartPolicy, TrainingJob};
-use crate::gang::GangScheduler;
+use crate::compile::gang::{Gang, GangScheduler};
 use jobset::{failure_policy, named_port, replicated_job};
 
 /// Whole-gang restarts the default JobSet failure policy allows before the job fails.
@@ -246,6 +246,15 @@ pub trait Framework {
     /// Last changes to one replica type's pod (MPIJob: mounts and the default command).
     fn finish_pod(_ctx: &Context<'_, Self::Job>, _group: &Group<'_>, _pod: &mut PodSpec) {}
 
+    /// The job's gang, when trainset runs with a gang scheduler (training-operator's rules
+    /// unless the kind's operator had its own).
+    fn gang(
+        ctx: &Context<'_, Self::Job>,
+        replicated_jobs: &[ReplicatedJob],
+    ) -> Result<Gang, CompileError> {
+        gang::training_operator(ctx, replicated_jobs)
+    }
+
     /// Objects besides the JobSet.
     fn extra_objects(
         _ctx: &Context<'_, Self::Job>,
@@ -343,8 +352,8 @@ pub(crate) fn compile<F: Framework>(
         .collect();
     let gang_objects = match options.gang_scheduler.and_then(GangScheduler::route) {
         Some(route) => {
-            let gang = gang::gang(&ctx, &replicated_jobs)?;
-            crate::gang::join(route.as_ref(), gang, &mut replicated_jobs, &ctx.owner)?
+            let gang = F::gang(&ctx, &replicated_jobs)?;
+            crate::compile::gang::join(route.as_ref(), gang, &mut replicated_jobs, &ctx.owner)?
         }
         None => Vec::new(),
     };

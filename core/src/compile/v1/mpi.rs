@@ -3,21 +3,55 @@
 
 use std::collections::BTreeMap;
 
-use jobset_types::{DependsOn, DependsOnStatus};
+use jobset_types::{DependsOn, DependsOnStatus, ReplicatedJob};
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, EnvVar, KeyToPath, PodSpec, Secret, SecretVolumeSource,
     Volume, VolumeMount,
 };
 
-use super::{CompileError, Context, Framework, Group, Options, Success, env};
+use super::{CompileError, Context, Framework, Group, Options, Success, env, gang};
 use crate::api::{LauncherCreationPolicy, MPIImplementation, MPIJob, RestartPolicy};
+use crate::compile::gang::requests::{BadQuantity, container_requests_and_limits};
+use crate::compile::gang::{Convention, Gang, QUEUE_NAME_ANNOTATION};
 use crate::compile::meta::{JOB_NAME, JOB_ROLE, MANAGED_BY, TRAINSET};
 use crate::compile::ssh::{HOSTFILE, SSH_ARGS, SSH_PRIVATE_KEY, SSH_PUBLIC_KEY, ssh_auth_secret};
+use crate::quantity::{ResourceSums, add_to};
 
 const CONFIG_MOUNT: &str = "/etc/mpi";
 const DEFAULT_SSH_PATH: &str = "/root/.ssh";
 const SSH_VOLUME: &str = "ssh-auth";
 const CONFIG_VOLUME: &str = "mpi-job-config";
+
+/// What the launcher and the first `min_member - 1` workers ask for (all of them when they fit):
+/// each container's requests, and its limits of what it requests nothing of.
+fn launcher_and_workers_requests(
+    ctx: &Context<'_, MPIJob>,
+    min_member: i32,
+) -> Result<ResourceSums, BadQuantity> {
+    let launchers = ctx.group("Launcher").map_or(0, |g| g.replicas);
+    let workers = ctx.group("Worker").map_or(0, |g| g.replicas);
+    let counted_workers = if launchers.saturating_add(workers) > min_member {
+        min_member - 1
+    } else {
+        workers
+    };
+    let mut sums = ResourceSums::new();
+    for group in &ctx.groups {
+        let pods = if group.replica_type == "Worker" {
+            counted_workers
+        } else {
+            group.replicas
+        };
+        let Some(pod) = group.spec.template.as_ref().and_then(|t| t.spec.as_ref()) else {
+            continue;
+        };
+        let field = gang::template_field::<MPIJob>(group);
+        for (name, quantity) in container_requests_and_limits(pod, &field)? {
+            add_to(&mut sums, &name, quantity.times(i64::from(pods)));
+        }
+    }
+    Ok(sums)
+}
 
 /// The MPIJob's ConfigMap (hostfile, discover_hosts.sh): `<name>-config`, as mpi-operator.
 fn config_map_name(job: &str) -> String {
@@ -137,6 +171,62 @@ impl Framework for Mpi {
         } else {
             Vec::new()
         }
+    }
+
+    /// mpi-operator v0.8.2's gang: the workers and the launcher unless `minAvailable` says
+    /// otherwise; the queue from the policy, else the job's `scheduling.volcano.sh/queue-name`
+    /// annotation; the priority class from the policy, else the launcher's pods', else the
+    /// workers'; `minResources` as given, else the launcher and as many workers as `minMember`
+    /// leaves room for; scheduler-plugins' timeout 0 unless set. mpi-operator orders the two by
+    /// their PriorityClasses' values; trainset reads none and counts them as equal, as
+    /// mpi-operator does when the pods name no class.
+    fn gang(
+        ctx: &Context<'_, MPIJob>,
+        replicated_jobs: &[ReplicatedJob],
+    ) -> Result<Gang, CompileError> {
+        let policy = gang::policy(ctx);
+        let replicas = |replica_type| ctx.group(replica_type).map_or(0, |g| g.replicas);
+        let min_member = match policy.and_then(|p| p.min_available) {
+            Some(min) => min,
+            None => replicas("Worker").saturating_add(1),
+        };
+        let non_empty = |s: &String| !s.is_empty();
+        let pod_priority = |replica_type| {
+            let pod = ctx
+                .group(replica_type)?
+                .spec
+                .template
+                .as_ref()?
+                .spec
+                .as_ref()?;
+            pod.priority_class_name.clone().filter(non_empty)
+        };
+        let annotations = ctx.job.metadata.annotations.as_ref();
+        let gang = Gang {
+            min_member,
+            queue: policy
+                .and_then(|p| p.queue.clone())
+                .filter(non_empty)
+                .or_else(|| annotations?.get(QUEUE_NAME_ANNOTATION).cloned()),
+            priority_class: policy
+                .and_then(|p| p.priority_class.clone())
+                .filter(non_empty)
+                .or_else(|| pod_priority("Launcher"))
+                .or_else(|| pod_priority("Worker")),
+            schedule_timeout_seconds: Some(
+                policy.and_then(|p| p.schedule_timeout_seconds).unwrap_or(0),
+            ),
+            ..gang::base(ctx, replicated_jobs, Convention::MpiOperator)
+        };
+        gang.check(&format!("{}.minAvailable", gang::POLICY))?;
+        let min_resources = match gang::given_resources(policy)? {
+            Some(given) => given,
+            None => launcher_and_workers_requests(ctx, min_member).map_err(gang::invalid)?,
+        };
+        Ok(Gang {
+            min_resources: Some(min_resources),
+            ..gang
+        })
     }
 
     /// Mounts the SSH keys on container 0 of every pod and the hostfile on the launcher; workers

@@ -2,9 +2,10 @@
 //! and sent to the scheduler trainset was told of.
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
-use serde_json::{Value, json};
+use kube::core::DynamicObject;
+use serde_json::json;
 
-use super::{Gang, Member, Route, metadata, resources_json, schedule_with};
+use super::{Gang, Member, Route, object, resources_json, schedule_with};
 use crate::compile::CompileError;
 use crate::compile::meta::Owner;
 
@@ -20,7 +21,7 @@ pub(super) struct SchedulerPlugins {
 }
 
 impl Route for SchedulerPlugins {
-    fn objects(&self, gang: &Gang, owner: &Owner) -> Result<Vec<Value>, CompileError> {
+    fn objects(&self, gang: &Gang, owner: &Owner) -> Result<Vec<DynamicObject>, CompileError> {
         let mut spec = json!({"minMember": gang.min_member});
         if let Some(resources) = gang.min_resources.as_ref().filter(|r| !r.is_empty()) {
             spec["minResources"] = resources_json(resources);
@@ -28,16 +29,18 @@ impl Route for SchedulerPlugins {
         if let Some(timeout) = gang.schedule_timeout_seconds {
             spec["scheduleTimeoutSeconds"] = json!(timeout);
         }
-        Ok(vec![json!({
-            "apiVersion": API_VERSION,
-            "kind": "PodGroup",
-            "metadata": metadata(owner, &gang.name, &gang.annotations),
-            "spec": spec,
-        })])
+        let kind = (API_VERSION, "PodGroup");
+        Ok(vec![object(
+            kind,
+            owner,
+            &gang.name,
+            &gang.annotations,
+            spec,
+        )])
     }
 
     fn join(&self, gang: &Gang, _member: &Member, pod: &mut PodTemplateSpec) {
-        schedule_with(pod, &self.scheduler_name);
+        schedule_with(pod, &self.scheduler_name, gang.convention);
         pod.metadata
             .get_or_insert_with(Default::default)
             .labels

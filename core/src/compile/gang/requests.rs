@@ -83,6 +83,33 @@ pub fn container_requests_or_limits(
     Ok(sums)
 }
 
+/// What mpi-operator counts for one pod: each container's requests, and its limits of the
+/// resources it requests nothing of.
+pub fn container_requests_and_limits(
+    pod: &PodSpec,
+    field: &str,
+) -> Result<ResourceSums, BadQuantity> {
+    let mut sums = ResourceSums::new();
+    for (i, container) in pod.containers.iter().enumerate() {
+        let at = format!("{field}.containers[{i}].resources");
+        let resources = container.resources.as_ref();
+        let requests = resources.and_then(|r| r.requests.as_ref());
+        if let Some(requests) = requests {
+            let requests = requests.iter().map(|(n, q)| (n.as_str(), q.0.as_str()));
+            add_all(&mut sums, requests, &format!("{at}.requests"))?;
+        }
+        let limits = resources
+            .and_then(|r| r.limits.as_ref())
+            .into_iter()
+            .flatten();
+        let unrequested =
+            limits.filter(|(name, _)| requests.is_none_or(|r| !r.contains_key(*name)));
+        let unrequested = unrequested.map(|(n, q)| (n.as_str(), q.0.as_str()));
+        add_all(&mut sums, unrequested, &format!("{at}.limits"))?;
+    }
+    Ok(sums)
+}
+
 fn requests(container: &Container) -> impl Iterator<Item = (&str, &str)> {
     container
         .resources

@@ -12,11 +12,15 @@ use std::collections::BTreeMap;
 
 use jobset_types::ReplicatedJob;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind, TypeMeta};
 use serde_json::Value;
 
 use crate::compile::CompileError;
-use crate::compile::meta::Owner;
+use crate::compile::meta::{MANAGED_BY, Owner, TRAINSET};
 use crate::quantity::ResourceSums;
+
+pub use volcano::QUEUE_NAME_ANNOTATION;
 
 /// The gang scheduler v1 jobs are placed by: `trainset run --gang-scheduler`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -74,6 +78,17 @@ impl GangScheduler {
     }
 }
 
+/// Whose conventions a gang's pods follow: the operator the kind's users come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Convention {
+    /// training-operator v1.9.4: a scheduler the pod names is kept; Volcano pods name their
+    /// replica type as their task.
+    #[default]
+    TrainingOperator,
+    /// mpi-operator v0.8.2: the gang's scheduler replaces any the pod names; no task.
+    MpiOperator,
+}
+
 /// The pods of one replicated job, in the gang.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
@@ -106,6 +121,7 @@ pub struct Gang {
     /// Whether the replicated jobs start in order (`dependsOn`): then one gang over all of them
     /// would wait for pods that wait for it, so the native route makes one per replicated job.
     pub ordered: bool,
+    pub convention: Convention,
 }
 
 impl Gang {
@@ -140,7 +156,7 @@ impl Gang {
 /// One gang scheduler's objects and pod fields.
 pub trait Route {
     /// The objects to create before the JobSet, owned by the job, in creation order.
-    fn objects(&self, gang: &Gang, owner: &Owner) -> Result<Vec<Value>, CompileError>;
+    fn objects(&self, gang: &Gang, owner: &Owner) -> Result<Vec<DynamicObject>, CompileError>;
 
     /// Puts the pods of `member` in the gang.
     fn join(&self, gang: &Gang, member: &Member, pod: &mut PodTemplateSpec);
@@ -159,7 +175,7 @@ pub fn join(
     mut gang: Gang,
     replicated_jobs: &mut [ReplicatedJob],
     owner: &Owner,
-) -> Result<Vec<Value>, CompileError> {
+) -> Result<Vec<DynamicObject>, CompileError> {
     if gang.ordered && route.spans_ordered_jobs() {
         for replicated_job in replicated_jobs.iter_mut() {
             replicated_job.depends_on.clear();
@@ -187,22 +203,48 @@ fn resources_json(resources: &ResourceSums) -> Value {
         .into()
 }
 
-/// An object's metadata, owned by the job.
-fn metadata(owner: &Owner, name: &str, annotations: &BTreeMap<String, String>) -> Value {
-    let mut meta = serde_json::json!({"name": name, "namespace": owner.namespace});
-    if !annotations.is_empty() {
-        meta["annotations"] = serde_json::json!(annotations);
+/// An object of `api_version` and `kind` named `name`, owned by the job, with `spec`.
+fn object(
+    (api_version, kind): (&str, &str),
+    owner: &Owner,
+    name: &str,
+    annotations: &BTreeMap<String, String>,
+    spec: Value,
+) -> DynamicObject {
+    let labels = BTreeMap::from([(MANAGED_BY.to_owned(), TRAINSET.to_owned())]);
+    DynamicObject {
+        types: Some(TypeMeta {
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+        }),
+        metadata: ObjectMeta {
+            annotations: (!annotations.is_empty()).then(|| annotations.clone()),
+            ..owner.object_meta(name.to_owned(), labels)
+        },
+        data: serde_json::json!({ "spec": spec }),
     }
-    if let Some(owners) = owner.reference() {
-        meta["ownerReferences"] = serde_json::json!(owners);
-    }
-    meta
 }
 
-/// Sets the pod's scheduler unless the user chose one (the peers keep the user's and warn).
-fn schedule_with(pod: &mut PodTemplateSpec, scheduler: &str) {
+/// The API a gang object is written through (`podgroups`, `workloads`).
+pub fn api_resource(object: &DynamicObject) -> Option<ApiResource> {
+    let types = object.types.as_ref()?;
+    let (group, version) = types.api_version.split_once('/')?;
+    Some(ApiResource::from_gvk(&GroupVersionKind::gvk(
+        group,
+        version,
+        &types.kind,
+    )))
+}
+
+/// Sends the pod to `scheduler`: unless it names one of its own, or whatever it names, as the
+/// gang's `convention` has it.
+fn schedule_with(pod: &mut PodTemplateSpec, scheduler: &str, convention: Convention) {
     let spec = pod.spec.get_or_insert_with(Default::default);
-    if spec.scheduler_name.as_deref().is_none_or(str::is_empty) {
+    let own = spec
+        .scheduler_name
+        .as_deref()
+        .is_some_and(|s| !s.is_empty());
+    if !own || convention == Convention::MpiOperator {
         spec.scheduler_name = Some(scheduler.to_owned());
     }
 }

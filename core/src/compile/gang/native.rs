@@ -7,9 +7,10 @@
 //! the next version is a change here.
 
 use k8s_openapi::api::core::v1::{PodSchedulingGroup, PodTemplateSpec};
+use kube::core::DynamicObject;
 use serde_json::{Value, json};
 
-use super::{Gang, Member, Route, metadata};
+use super::{Gang, Member, Route, object};
 use crate::compile::CompileError;
 use crate::compile::meta::Owner;
 
@@ -56,7 +57,7 @@ fn group_name(gang: &Gang, member: &Member) -> String {
 }
 
 impl Route for Native {
-    fn objects(&self, gang: &Gang, owner: &Owner) -> Result<Vec<Value>, CompileError> {
+    fn objects(&self, gang: &Gang, owner: &Owner) -> Result<Vec<DynamicObject>, CompileError> {
         let groups = groups(gang);
         if groups.len() > POD_GROUP_TEMPLATES_MAX {
             return Err(CompileError::invalid(
@@ -75,15 +76,17 @@ impl Route for Native {
             .iter()
             .map(|g| json!({"name": g.template, "schedulingPolicy": policy(g.min_count)}))
             .collect();
-        let mut objects = vec![json!({
-            "apiVersion": API_VERSION,
-            "kind": "Workload",
-            "metadata": metadata(owner, &gang.name, &no_annotations),
-            "spec": {
-                "controllerRef": {"apiGroup": api_group, "kind": owner.kind, "name": owner.name},
-                "podGroupTemplates": templates,
-            },
-        })];
+        let workload = json!({
+            "controllerRef": {"apiGroup": api_group, "kind": owner.kind, "name": owner.name},
+            "podGroupTemplates": templates,
+        });
+        let mut objects = vec![object(
+            (API_VERSION, "Workload"),
+            owner,
+            &gang.name,
+            &no_annotations,
+            workload,
+        )];
         for group in &groups {
             let mut spec = json!({
                 "podGroupTemplateRef": {
@@ -94,12 +97,13 @@ impl Route for Native {
             if let Some(class) = gang.priority_class.as_ref().filter(|c| !c.is_empty()) {
                 spec["priorityClassName"] = json!(class);
             }
-            objects.push(json!({
-                "apiVersion": API_VERSION,
-                "kind": "PodGroup",
-                "metadata": metadata(owner, &group.name, &no_annotations),
-                "spec": spec,
-            }));
+            objects.push(object(
+                (API_VERSION, "PodGroup"),
+                owner,
+                &group.name,
+                &no_annotations,
+                spec,
+            ));
         }
         Ok(objects)
     }
