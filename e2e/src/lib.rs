@@ -521,6 +521,13 @@ impl Peer {
     pub fn name(&self) -> &'static str {
         self.0
     }
+
+    /// Stops the peer's processes only, as a restart of its pod would (`e2e/peers … pause`):
+    /// its CRDs and jobs stay, and [`Peer::start`] brings it back over them.
+    pub fn pause(self) {
+        run_script("e2e/peers", &[self.0, "pause"]);
+        std::mem::forget(self);
+    }
 }
 
 impl Drop for Peer {
@@ -646,7 +653,13 @@ pub mod operator {
         path
     }
 
-    fn spawn(kubeconfig: &std::path::Path, metrics_address: &str, log: Stdio, err: Stdio) -> Child {
+    fn spawn(
+        kubeconfig: &std::path::Path,
+        metrics_address: &str,
+        args: &[&str],
+        log: Stdio,
+        err: Stdio,
+    ) -> Child {
         let child = Command::new(binary())
             .args([
                 "run",
@@ -655,6 +668,7 @@ pub mod operator {
                 "--lease-namespace",
                 NAMESPACE,
             ])
+            .args(args)
             .env("KUBECONFIG", kubeconfig)
             .stdout(log)
             .stderr(err)
@@ -692,7 +706,7 @@ pub mod operator {
         if !running && recorded(&metrics_address()).is_empty() {
             let kubeconfig = service_account_kubeconfig(client).await;
             let (log, err) = log_files();
-            *process = Some(spawn(&kubeconfig, &metrics_address(), log, err));
+            *process = Some(spawn(&kubeconfig, &metrics_address(), &[], log, err));
         }
     }
 
@@ -746,9 +760,14 @@ pub mod operator {
     }
 
     pub async fn spawn_extra(client: &Client, metrics_address: &str) -> Extra {
+        spawn_extra_with(client, metrics_address, &[]).await
+    }
+
+    /// [`spawn_extra`], with more flags for `trainset run`.
+    pub async fn spawn_extra_with(client: &Client, metrics_address: &str, args: &[&str]) -> Extra {
         let kubeconfig = service_account_kubeconfig(client).await;
         let (log, err) = log_files();
-        Extra(spawn(&kubeconfig, metrics_address, log, err))
+        Extra(spawn(&kubeconfig, metrics_address, args, log, err))
     }
 
     /// [`spawn_extra`], reaching the apiserver through `relay` (its own kubeconfig).
@@ -762,7 +781,7 @@ pub mod operator {
         let path = super::target_dir().join(format!("trainset-e2e-relayed-{port}.kubeconfig"));
         write_token_kubeconfig_via(&path, &token, &format!("https://{}", relay.address()));
         let (log, err) = log_files();
-        Extra(spawn(&path, metrics_address, log, err))
+        Extra(spawn(&path, metrics_address, &[], log, err))
     }
 }
 
