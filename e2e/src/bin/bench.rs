@@ -432,11 +432,21 @@ impl Operator {
         }
     }
 
-    /// Stops the process as its Deployment would (SIGTERM; a peer by `e2e/peers … stop`).
+    /// Stops the process for good (SIGTERM; a peer by `e2e/peers … stop`, which also takes
+    /// its CRDs and jobs away).
     async fn stop(self) {
         match self {
             Self::Trainset(process) => process.stop().await,
             Self::Peer(peer) => drop(peer),
+        }
+    }
+
+    /// Stops the process as a restart of its pod would (SIGTERM; a peer by `e2e/peers …
+    /// pause`): its CRDs and the jobs it serves stay for the next process.
+    async fn pause(self) {
+        match self {
+            Self::Trainset(process) => process.stop().await,
+            Self::Peer(peer) => peer.pause(),
         }
     }
 }
@@ -609,7 +619,7 @@ async fn startup(
     count: usize,
 ) -> Option<(f64, f64)> {
     let label = operator.label();
-    operator.stop().await;
+    operator.pause().await;
     let mut probe = (system.manifest)(count, true);
     probe["metadata"]["name"] = json!(STARTUP_PROBE);
     submit(api, &[probe]).await;
