@@ -226,37 +226,46 @@ impl Elector {
         }
     }
 
+    /// One renewal. A conflict with a write of this process's own (an earlier renewal that timed
+    /// out here but was stored) is settled at once with the stored version: waiting for the next
+    /// retry would spend the renew deadline on a Lease that is still this process's.
     async fn renew(&self, held: &mut Held) -> Result<(), Renewal> {
-        let patch = json!({
-            "metadata": {"resourceVersion": held.resource_version},
-            "spec": {"holderIdentity": self.identity, "renewTime": MicroTime(Timestamp::now())},
-        });
-        let params = PatchParams::default();
-        match bounded(self.api.patch(&self.name, &params, &Patch::Merge(&patch))).await {
-            Ok(lease) => {
-                held.resource_version = lease.metadata.resource_version;
-                Ok(())
-            }
-            // Deleted (its namespace going, say): this process holds nothing any more.
-            Err(kube::Error::Api(status)) if status.code == 404 => {
-                Err(Renewal::Taken("nobody: it was deleted".to_owned()))
-            }
-            // Written meanwhile: by this process's own earlier, timed-out renewal, or by another.
-            Err(kube::Error::Api(status)) if status.code == 409 => {
-                let lease = bounded(self.api.get(&self.name))
-                    .await
-                    .map_err(Renewal::Failed)?;
-                let holder = lease
-                    .spec
-                    .and_then(|s| s.holder_identity)
-                    .unwrap_or_default();
-                if holder != self.identity {
-                    return Err(Renewal::Taken(holder));
+        let mut conflicts = 0;
+        loop {
+            let patch = json!({
+                "metadata": {"resourceVersion": held.resource_version},
+                "spec": {"holderIdentity": self.identity, "renewTime": MicroTime(Timestamp::now())},
+            });
+            let params = PatchParams::default();
+            match bounded(self.api.patch(&self.name, &params, &Patch::Merge(&patch))).await {
+                Ok(lease) => {
+                    held.resource_version = lease.metadata.resource_version;
+                    return Ok(());
                 }
-                held.resource_version = lease.metadata.resource_version;
-                Err(Renewal::Failed(kube::Error::Api(status)))
+                // Deleted (its namespace going, say): this process holds nothing any more.
+                Err(kube::Error::Api(status)) if status.code == 404 => {
+                    return Err(Renewal::Taken("nobody: it was deleted".to_owned()));
+                }
+                // Written meanwhile: by this process's own earlier, timed-out renewal, or by another.
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    let lease = bounded(self.api.get(&self.name))
+                        .await
+                        .map_err(Renewal::Failed)?;
+                    let holder = lease
+                        .spec
+                        .and_then(|s| s.holder_identity)
+                        .unwrap_or_default();
+                    if holder != self.identity {
+                        return Err(Renewal::Taken(holder));
+                    }
+                    held.resource_version = lease.metadata.resource_version;
+                    conflicts += 1;
+                    if conflicts > 1 {
+                        return Err(Renewal::Failed(kube::Error::Api(status)));
+                    }
+                }
+                Err(error) => return Err(Renewal::Failed(error)),
             }
-            Err(error) => Err(Renewal::Failed(error)),
         }
     }
 

@@ -121,6 +121,7 @@ pub struct Gang {
     /// Whether the replicated jobs start in order (`dependsOn`): then one gang over all of them
     /// would wait for pods that wait for it, so the native route makes one per replicated job.
     pub ordered: bool,
+    /// Whose pod conventions the job's kind follows.
     pub convention: Convention,
 }
 
