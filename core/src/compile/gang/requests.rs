@@ -55,39 +55,21 @@ pub fn pod_requests(pod: &PodSpec, field: &str) -> Result<ResourceSums, BadQuant
     Ok(sums)
 }
 
-/// What training-operator v1 and mpi-operator count for one pod: each container's requests, or
-/// its limits where it sets no requests at all; no init containers, no overhead.
-pub fn container_requests_or_limits(
-    pod: &PodSpec,
-    field: &str,
-) -> Result<ResourceSums, BadQuantity> {
-    let mut sums = ResourceSums::new();
-    for (i, container) in pod.containers.iter().enumerate() {
-        let at = format!("{field}.containers[{i}].resources");
-        let resources = container.resources.as_ref();
-        match resources.and_then(|r| r.requests.as_ref()) {
-            Some(requests) => {
-                let requests = requests.iter().map(|(n, q)| (n.as_str(), q.0.as_str()));
-                add_all(&mut sums, requests, &format!("{at}.requests"))?;
-            }
-            None => {
-                let limits = resources
-                    .and_then(|r| r.limits.as_ref())
-                    .into_iter()
-                    .flatten();
-                let limits = limits.map(|(n, q)| (n.as_str(), q.0.as_str()));
-                add_all(&mut sums, limits, &format!("{at}.limits"))?;
-            }
-        }
-    }
-    Ok(sums)
+/// Which limits count beside a container's requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limits {
+    /// training-operator: all of them, only where the container requests nothing at all.
+    WithoutRequests,
+    /// mpi-operator: those of the resources the container requests nothing of.
+    OfUnrequested,
 }
 
-/// What mpi-operator counts for one pod: each container's requests, and its limits of the
-/// resources it requests nothing of.
-pub fn container_requests_and_limits(
+/// What the v1 operators count for one pod: each container's requests, and its limits as
+/// `limits` says; no init containers, no overhead.
+pub fn container_requests(
     pod: &PodSpec,
     field: &str,
+    limits: Limits,
 ) -> Result<ResourceSums, BadQuantity> {
     let mut sums = ResourceSums::new();
     for (i, container) in pod.containers.iter().enumerate() {
@@ -98,14 +80,18 @@ pub fn container_requests_and_limits(
             let requests = requests.iter().map(|(n, q)| (n.as_str(), q.0.as_str()));
             add_all(&mut sums, requests, &format!("{at}.requests"))?;
         }
-        let limits = resources
+        let counted = |name: &String| match limits {
+            Limits::WithoutRequests => requests.is_none(),
+            Limits::OfUnrequested => requests.is_none_or(|r| !r.contains_key(name)),
+        };
+        let container_limits = resources
             .and_then(|r| r.limits.as_ref())
             .into_iter()
             .flatten();
-        let unrequested =
-            limits.filter(|(name, _)| requests.is_none_or(|r| !r.contains_key(*name)));
-        let unrequested = unrequested.map(|(n, q)| (n.as_str(), q.0.as_str()));
-        add_all(&mut sums, unrequested, &format!("{at}.limits"))?;
+        let counted_limits = container_limits
+            .filter(|(name, _)| counted(name))
+            .map(|(n, q)| (n.as_str(), q.0.as_str()));
+        add_all(&mut sums, counted_limits, &format!("{at}.limits"))?;
     }
     Ok(sums)
 }
@@ -213,7 +199,7 @@ mod tests {
             ]
         }));
         assert_eq!(
-            container_requests_or_limits(&spec, "spec").map(|s| printed(&s)),
+            container_requests(&spec, "spec", Limits::WithoutRequests).map(|s| printed(&s)),
             Ok(vec![
                 ("cpu".to_owned(), "3".to_owned()),
                 ("nvidia.com/gpu".to_owned(), "1".to_owned()),

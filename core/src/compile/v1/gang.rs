@@ -11,7 +11,7 @@ use jobset_types::ReplicatedJob;
 use super::{Context, Group};
 use crate::api::{SchedulingPolicy, TrainingJob};
 use crate::compile::CompileError;
-use crate::compile::gang::requests::{BadQuantity, container_requests_or_limits};
+use crate::compile::gang::requests::{BadQuantity, Limits, container_requests};
 use crate::compile::gang::{Convention, Gang, Member};
 use crate::quantity::{Quantity, ResourceSums, add_to};
 
@@ -137,7 +137,8 @@ fn first_pods_requests<J: TrainingJob>(
         let Some(pod) = group.spec.template.as_ref().and_then(|t| t.spec.as_ref()) else {
             continue;
         };
-        for (name, quantity) in container_requests_or_limits(pod, &template_field::<J>(group))? {
+        let field = template_field::<J>(group);
+        for (name, quantity) in container_requests(pod, &field, Limits::WithoutRequests)? {
             add_to(&mut sums, &name, quantity.times(i64::from(pods)));
         }
     }

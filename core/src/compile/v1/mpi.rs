@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{
 
 use super::{CompileError, Context, Framework, Group, Options, Success, env, gang};
 use crate::api::{LauncherCreationPolicy, MPIImplementation, MPIJob, RestartPolicy};
-use crate::compile::gang::requests::{BadQuantity, container_requests_and_limits};
+use crate::compile::gang::requests::{BadQuantity, Limits, container_requests};
 use crate::compile::gang::{Convention, Gang, QUEUE_NAME_ANNOTATION};
 use crate::compile::meta::{JOB_NAME, JOB_ROLE, MANAGED_BY, TRAINSET};
 use crate::compile::ssh::{HOSTFILE, SSH_ARGS, SSH_PRIVATE_KEY, SSH_PUBLIC_KEY, ssh_auth_secret};
@@ -46,7 +46,7 @@ fn launcher_and_workers_requests(
             continue;
         };
         let field = gang::template_field::<MPIJob>(group);
-        for (name, quantity) in container_requests_and_limits(pod, &field)? {
+        for (name, quantity) in container_requests(pod, &field, Limits::OfUnrequested)? {
             add_to(&mut sums, &name, quantity.times(i64::from(pods)));
         }
     }
