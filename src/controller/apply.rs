@@ -64,7 +64,10 @@ pub async fn apply<K: Served>(
         }
     }
     if let Some(write) = suspend_write {
-        suspend(&jobsets, &name, write).await?;
+        match suspend(namespace, &name, write, ctx).await? {
+            Applied::Done => {}
+            other => return Ok(other),
+        }
     }
     if let Some(status) = status {
         write_status::<K>(job.meta(), namespace, status, ctx).await?;
@@ -96,12 +99,16 @@ pub async fn apply<K: Served>(
     Ok(Applied::Done)
 }
 
-/// Suspends or resumes the JobSet `name`.
+/// Suspends or resumes the JobSet `name`. A resume first writes the gang's objects again, so
+/// that a job resized while suspended gets a gang of its size; one that is not the job's own
+/// stops it there, untouched, as at creation.
 pub(super) async fn suspend(
-    jobsets: &Api<JobSet>,
+    namespace: &str,
     name: &str,
     write: &SuspendWrite,
-) -> Result<(), Error> {
+    ctx: &Context,
+) -> Result<Applied, Error> {
+    let jobsets: Api<JobSet> = Api::namespaced(ctx.client.clone(), namespace);
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..Default::default()
@@ -114,14 +121,19 @@ pub(super) async fn suspend(
                 .await
                 .map_err(kube_error("suspending JobSet", name))?;
         }
-        SuspendWrite::Resume(patch) => {
+        SuspendWrite::Resume { patch, gang } => {
+            for object in gang {
+                if let Some(stop) = rewrite_gang_object(namespace, object, ctx).await? {
+                    return Ok(stop);
+                }
+            }
             jobsets
                 .patch(name, &params, &Patch::Json::<()>(patch.clone()))
                 .await
                 .map_err(kube_error("resuming JobSet", name))?;
         }
     }
-    Ok(())
+    Ok(Applied::Done)
 }
 
 /// How creating a JobSet ended, for [`Applied`].
@@ -248,8 +260,9 @@ async fn create_gang_object(
             })
         }
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(Some(Applied::Refused(format!(
-            "{described}: this cluster does not serve {}, which trainset's --gang-scheduler \
-             needs: install the gang scheduler (and its CRDs), or run trainset without it",
+            "{described}: this cluster does not serve {}, which the job's gang needs (trainset's \
+             --gang-scheduler, or a TrainJob runtime's podGroupPolicy): install the gang \
+             scheduler and its CRDs, or run the job without a gang",
             resource.api_version
         )))),
         Err(source) => Err(Error::Kube {
@@ -258,6 +271,54 @@ async fn create_gang_object(
             source,
         }),
     }
+}
+
+/// Writes a gang object's spec as the job compiles now unless it has it, or makes the object
+/// again if it is gone. One that is not the job's own is left untouched and stops the job.
+async fn rewrite_gang_object(
+    namespace: &str,
+    object: &DynamicObject,
+    ctx: &Context,
+) -> Result<Option<Applied>, Error> {
+    let Some(resource) = gang::api_resource(object) else {
+        return create_gang_object(namespace, object, ctx).await;
+    };
+    let name = object.name_any();
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &resource);
+    let existing = api
+        .get_opt(&name)
+        .await
+        .map_err(kube_error("getting", &name))?;
+    let Some(existing) = existing else {
+        return create_gang_object(namespace, object, ctx).await;
+    };
+    let described = format!("{} {name}", resource.kind);
+    if let Some(stop) = claim(&object.metadata, &existing.metadata, described) {
+        return Ok(Some(stop));
+    }
+    let wanted = &object.data["spec"];
+    if existing.data["spec"] == *wanted {
+        return Ok(None);
+    }
+    // The whole spec: a field the job no longer sets is removed. Only over the version read.
+    let mut spec = wanted.clone();
+    if let (Some(spec), Some(old)) = (spec.as_object_mut(), existing.data["spec"].as_object()) {
+        for gone in old.keys().filter(|k| wanted.get(k.as_str()).is_none()) {
+            spec.insert(gone.clone(), Value::Null);
+        }
+    }
+    let patch = json!({
+        "metadata": {"resourceVersion": existing.metadata.resource_version},
+        "spec": spec,
+    });
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    };
+    api.patch(&name, &params, &Patch::Merge(&patch))
+        .await
+        .map_err(kube_error("updating", &name))?;
+    Ok(None)
 }
 
 /// Whether the `existing` object `described` may stand for the one `wanted` (which names the

@@ -13,14 +13,33 @@ use jobset_types::keys::{label as jobset_label, terminal_state};
 use json_patch::Patch;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::DynamicObject;
 use kube::{Resource, ResourceExt};
+
+use crate::compile::{Compiled, gang};
 
 /// A change of the JobSet's `spec.suspend`.
 #[derive(Debug, PartialEq)]
 pub enum SuspendWrite {
     Suspend,
-    /// Resumes, carrying the pod-template fields a suspended JobSet may change.
-    Resume(Patch),
+    /// Resumes, carrying the pod-template fields a suspended JobSet may change, and the job's
+    /// gang objects as it compiles now: their spec is written again before the JobSet resumes,
+    /// as the peers make the gang anew on resume, so that a job resized while suspended gets a
+    /// gang of its new size.
+    Resume {
+        patch: Patch,
+        gang: Vec<DynamicObject>,
+    },
+}
+
+impl SuspendWrite {
+    /// Resumes `live` as the job compiles now.
+    pub fn resume(live: &JobSet, compiled: Compiled) -> Self {
+        Self::Resume {
+            patch: crate::suspend::resume_patch(live, &compiled.jobset),
+            gang: compiled.gang.into_iter().filter(gang::rewritable).collect(),
+        }
+    }
 }
 
 /// What happened, for events and metrics.

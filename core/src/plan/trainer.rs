@@ -204,10 +204,7 @@ fn suspend_write(
             None => None,
             Some(true) => Some(SuspendWrite::Suspend),
             Some(false) => match compiled {
-                Some(Ok(compiled)) => Some(SuspendWrite::Resume(suspend::resume_patch(
-                    live,
-                    &compiled.objects.jobset,
-                ))),
+                Some(Ok(compiled)) => Some(SuspendWrite::resume(live, compiled.objects)),
                 Some(Err(unrunnable)) => return Err(unrunnable),
                 // `fetch` compiles whenever a resume is due.
                 None => None,

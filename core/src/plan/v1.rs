@@ -344,10 +344,7 @@ fn suspend_write<K: Served>(
         None => None,
         Some(true) => Some(SuspendWrite::Suspend),
         Some(false) => match compiled {
-            Some(Ok(compiled)) => Some(SuspendWrite::Resume(suspend::resume_patch(
-                live,
-                &compiled.jobset,
-            ))),
+            Some(Ok(compiled)) => Some(SuspendWrite::resume(live, compiled)),
             Some(Err(reason)) => return Err(PlanError::Resume(reason)),
             None => return Err(PlanError::Resume("the job was not compiled".to_owned())),
         },

@@ -385,7 +385,10 @@ async fn apply(
         }
     }
     if let Some(write) = suspend {
-        apply::suspend(&jobsets, &name, write).await?;
+        match apply::suspend(namespace, &name, write, &ctx.base).await? {
+            Applied::Done => {}
+            other => return Ok(other),
+        }
     }
     if let Some(status) = status {
         write_status(job.meta(), namespace, status, &ctx.base).await?;

@@ -1,5 +1,6 @@
 //! Shared by the compiler's tests: a fixed SSH key and compiling with it.
 
+use serde_json::{Value, json};
 use trainset::compile::gang::GangScheduler;
 use trainset::compile::{CompileError, Compiled, Options, SshKeyPair};
 use trainset::kinds::compile_manifest;
@@ -34,6 +35,41 @@ pub fn compile_with_gang(
         gang_scheduler,
     };
     compile_manifest(manifest.clone(), &options)
+}
+
+/// A compiled job's gang objects, then per replicated job: its pod template's scheduler, group
+/// label, annotations, scheduling group, and the replicated jobs it waits for (YAML documents).
+pub fn gang_yaml(compiled: &Compiled) -> String {
+    let pods: Vec<Value> = compiled
+        .jobset
+        .spec
+        .replicated_jobs
+        .iter()
+        .map(|rj| {
+            let pod = rj.template.spec.as_ref().map(|s| &s.template);
+            let meta = pod.and_then(|p| p.metadata.as_ref());
+            let spec = pod.and_then(|p| p.spec.as_ref());
+            json!({
+                "replicatedJob": rj.name,
+                "schedulerName": spec.and_then(|s| s.scheduler_name.clone()),
+                "groupLabel": meta.and_then(|m| m.labels.as_ref()).and_then(|l| l.get("scheduling.x-k8s.io/pod-group")),
+                "annotations": meta.and_then(|m| m.annotations.clone()),
+                "schedulingGroup": spec.and_then(|s| s.scheduling_group.clone()),
+                "dependsOn": rj.depends_on.iter().map(|d| d.name.clone()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let mut documents: Vec<Value> = compiled
+        .gang
+        .iter()
+        .map(|o| serde_json::to_value(o).expect("JSON"))
+        .collect();
+    documents.push(json!({"pods": pods}));
+    documents
+        .iter()
+        .map(|d| serde_norway::to_string(d).expect("YAML"))
+        .collect::<Vec<_>>()
+        .join("---\n")
 }
 
 mod job;

@@ -3,6 +3,7 @@
 //! TrainJobs from JSON and read the compiled JobSet.
 
 mod compile;
+mod gang;
 mod mpi;
 mod names;
 mod properties;
@@ -13,6 +14,7 @@ mod torchtune;
 
 use serde_json::{Value, json};
 use trainset::api::trainer::{TrainJob, TrainingRuntimeSpec};
+use trainset::compile::Compiled;
 use trainset::compile::trainer::{Runtime, RuntimeKind, compile_trainjob};
 
 /// A torch runtime as Trainer's `torch-distributed` is shaped (written here): one `node`
@@ -56,6 +58,12 @@ pub fn compile(runtime: Value, spec: Value) -> Result<Value, String> {
 }
 
 pub fn compile_named(runtime: Value, name: &str, spec: Value) -> Result<Value, String> {
+    compile_all(runtime, name, spec)
+        .map(|compiled| serde_json::to_value(compiled.jobset).expect("JSON"))
+}
+
+/// The JobSet and every object beside it.
+pub fn compile_all(runtime: Value, name: &str, spec: Value) -> Result<Compiled, String> {
     let runtime: TrainingRuntimeSpec = serde_json::from_value(runtime).expect("a runtime");
     let job = trainjob(spec);
     let resolved = Runtime {
@@ -63,9 +71,7 @@ pub fn compile_named(runtime: Value, name: &str, spec: Value) -> Result<Value, S
         name,
         spec: &runtime,
     };
-    compile_trainjob(&job, &resolved, None)
-        .map(|compiled| serde_json::to_value(compiled.jobset).expect("JSON"))
-        .map_err(|e| e.to_string())
+    compile_trainjob(&job, &resolved, None).map_err(|e| e.to_string())
 }
 
 pub fn node(jobset: &Value) -> &Value {

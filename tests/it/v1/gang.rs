@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use trainset::compile::gang::GangScheduler;
 
-use crate::support::compile_with_gang;
+use crate::support::{compile_with_gang, gang_yaml};
 
 fn pytorchjob(scheduling_policy: Value) -> Value {
     let pod = |cpu: &str| {
@@ -34,41 +34,10 @@ fn scheduler_plugins() -> GangScheduler {
     }
 }
 
-/// The gang objects, and per replicated job: its pod template's scheduler, labels,
-/// annotations, scheduling group, and whether it waits for another.
 fn compiled(manifest: &Value, scheduler: &GangScheduler) -> String {
     let compiled = compile_with_gang(manifest, None, Some(scheduler))
         .unwrap_or_else(|e| panic!("compiles: {e}"));
-    let pods: Vec<Value> = compiled
-        .jobset
-        .spec
-        .replicated_jobs
-        .iter()
-        .map(|rj| {
-            let pod = rj.template.spec.as_ref().map(|s| &s.template);
-            let meta = pod.and_then(|p| p.metadata.as_ref());
-            let spec = pod.and_then(|p| p.spec.as_ref());
-            json!({
-                "replicatedJob": rj.name,
-                "schedulerName": spec.and_then(|s| s.scheduler_name.clone()),
-                "groupLabel": meta.and_then(|m| m.labels.as_ref()).and_then(|l| l.get("scheduling.x-k8s.io/pod-group")),
-                "annotations": meta.and_then(|m| m.annotations.clone()),
-                "schedulingGroup": spec.and_then(|s| s.scheduling_group.clone()),
-                "dependsOn": rj.depends_on.iter().map(|d| d.name.clone()).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    let mut documents: Vec<Value> = compiled
-        .gang
-        .iter()
-        .map(|o| serde_json::to_value(o).expect("JSON"))
-        .collect();
-    documents.push(json!({"pods": pods}));
-    documents
-        .iter()
-        .map(|d| serde_norway::to_string(d).expect("YAML"))
-        .collect::<Vec<_>>()
-        .join("---\n")
+    gang_yaml(&compiled)
 }
 
 #[test]

@@ -47,9 +47,7 @@ impl GangScheduler {
                 "--gang-scheduler and --gang-scheduler-name name the same thing: give one".into(),
             ),
             (None | Some("none"), None) => Ok(Self::None),
-            (Some("scheduler-plugins"), None) => Ok(Self::SchedulerPlugins {
-                scheduler_name: scheduler_plugins::DEFAULT_SCHEDULER.to_owned(),
-            }),
+            (Some("scheduler-plugins"), None) => Ok(Self::scheduler_plugins()),
             (Some("volcano"), None) => Ok(Self::Volcano),
             (Some("native"), None) => Ok(Self::Native),
             (Some(other), None) => Err(format!(
@@ -63,7 +61,14 @@ impl GangScheduler {
         }
     }
 
-    /// The route that places v1 jobs, if any.
+    /// scheduler-plugins with its own deployment's scheduler name.
+    pub fn scheduler_plugins() -> Self {
+        Self::SchedulerPlugins {
+            scheduler_name: scheduler_plugins::DEFAULT_SCHEDULER.to_owned(),
+        }
+    }
+
+    /// The route that places the job, if any.
     pub fn route(&self) -> Option<Box<dyn Route>> {
         match self {
             Self::None => None,
@@ -87,6 +92,17 @@ pub enum Convention {
     TrainingOperator,
     /// mpi-operator v0.8.2: the gang's scheduler replaces any the pod names; no task.
     MpiOperator,
+    /// Trainer v2.3.0: pods join the gang by label or annotation alone and keep the scheduler
+    /// the runtime names; no task.
+    Trainer,
+}
+
+/// Volcano's constraint on how far apart in the network a gang's pods may be placed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetworkTopology {
+    /// `hard` or `soft`.
+    pub mode: String,
+    pub highest_tier_allowed: i32,
 }
 
 /// The pods of one replicated job, in the gang.
@@ -114,6 +130,8 @@ pub struct Gang {
     pub priority_class: Option<String>,
     /// scheduler-plugins: how long a gang may wait for all its members.
     pub schedule_timeout_seconds: Option<i32>,
+    /// Volcano: how close together the pods must be placed.
+    pub network_topology: Option<NetworkTopology>,
     /// Annotations the PodGroup carries (v1 copies the job's).
     pub annotations: BTreeMap<String, String>,
     /// The replicated jobs, in the JobSet's order.
@@ -237,15 +255,29 @@ pub fn api_resource(object: &DynamicObject) -> Option<ApiResource> {
     )))
 }
 
-/// Sends the pod to `scheduler`: unless it names one of its own, or whatever it names, as the
-/// gang's `convention` has it.
+/// Whether a gang object's spec may be written again once made (to follow a job resized while
+/// suspended): a scheduler-plugins or Volcano PodGroup's may, the Workload API's is immutable.
+pub fn rewritable(object: &DynamicObject) -> bool {
+    object
+        .types
+        .as_ref()
+        .is_some_and(|t| t.api_version != native::API_VERSION)
+}
+
+/// Sends the pod to `scheduler` as the gang's `convention` has it: training-operator unless the
+/// pod names a scheduler of its own, mpi-operator whatever it names, Trainer never.
 fn schedule_with(pod: &mut PodTemplateSpec, scheduler: &str, convention: Convention) {
     let spec = pod.spec.get_or_insert_with(Default::default);
     let own = spec
         .scheduler_name
         .as_deref()
         .is_some_and(|s| !s.is_empty());
-    if !own || convention == Convention::MpiOperator {
+    let send = match convention {
+        Convention::TrainingOperator => !own,
+        Convention::MpiOperator => true,
+        Convention::Trainer => false,
+    };
+    if send {
         spec.scheduler_name = Some(scheduler.to_owned());
     }
 }
@@ -285,6 +317,25 @@ mod tests {
         );
         assert!(GangScheduler::from_flags(Some("kai"), None).is_err());
         assert!(GangScheduler::from_flags(Some("volcano"), Some("volcano")).is_err());
+    }
+
+    #[test]
+    fn only_pod_groups_whose_api_allows_it_are_written_again_on_resume() {
+        let object = |api_version: &str, kind: &str| DynamicObject {
+            types: Some(TypeMeta {
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+            }),
+            metadata: ObjectMeta::default(),
+            data: Value::Null,
+        };
+        assert!(rewritable(&object(
+            scheduler_plugins::API_VERSION,
+            "PodGroup"
+        )));
+        assert!(rewritable(&object(volcano::API_VERSION, "PodGroup")));
+        assert!(!rewritable(&object(native::API_VERSION, "Workload")));
+        assert!(!rewritable(&object(native::API_VERSION, "PodGroup")));
     }
 
     #[test]

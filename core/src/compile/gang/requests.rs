@@ -3,6 +3,7 @@
 
 use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
 
+use crate::compile::CompileError;
 use crate::quantity::{Quantity, ResourceSums, add_to};
 
 /// A quantity that does not parse, and where it is.
@@ -11,6 +12,12 @@ use crate::quantity::{Quantity, ResourceSums, add_to};
 pub struct BadQuantity {
     pub field: String,
     pub error: crate::quantity::QuantityError,
+}
+
+impl From<BadQuantity> for CompileError {
+    fn from(bad: BadQuantity) -> Self {
+        Self::invalid(bad.field, bad.error.to_string())
+    }
 }
 
 /// The resources Kubernetes' scheduler counts for one pod (component-helpers' `PodRequests`,

@@ -33,6 +33,12 @@ impl Route for Volcano {
         if let Some(resources) = &gang.min_resources {
             spec["minResources"] = resources_json(resources);
         }
+        if let Some(topology) = &gang.network_topology {
+            spec["networkTopology"] = json!({
+                "mode": topology.mode,
+                "highestTierAllowed": topology.highest_tier_allowed,
+            });
+        }
         let kind = (API_VERSION, "PodGroup");
         Ok(vec![object(
             kind,

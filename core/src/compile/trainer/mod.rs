@@ -3,8 +3,10 @@
 //! ML policy's extension points in Trainer's order (validate, node count, env, pod spec, build;
 //! one file per policy behind [`policy::MlPolicy`]), `resourcesPerNode` merged into the
 //! trainer's `node` container, the initializers' and the trainer's settings, suspension and
-//! ownership. Pure, like the v1 compiler. Not yet: the Flux policy.
+//! ownership, and the gang the runtime's `podGroupPolicy` asks for. Pure, like the v1 compiler.
+//! Not yet: the Flux policy.
 
+mod gang;
 mod initializers;
 mod jax;
 mod merge;
@@ -293,6 +295,15 @@ pub fn compile_trainjob(
         namespace: job.namespace().unwrap_or_default(),
         uid: job.uid(),
     };
+    let gang = match gang::gang(&name, runtime, &spec, &annotations)? {
+        Some((scheduler, gang)) => match scheduler.route() {
+            Some(route) => {
+                crate::compile::gang::join(route.as_ref(), gang, &mut spec.replicated_jobs, &owner)?
+            }
+            None => Vec::new(),
+        },
+        None => Vec::new(),
+    };
     let Beside { config_map, secret } = policy.build(&spec, &owner, &node, ssh_key)?;
     let jobset = JobSet {
         metadata: ObjectMeta {
@@ -306,7 +317,7 @@ pub fn compile_trainjob(
         jobset,
         config_map,
         secret,
-        gang: Vec::new(),
+        gang,
     })
 }
 

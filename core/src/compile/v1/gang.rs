@@ -38,7 +38,7 @@ pub(super) fn training_operator<J: TrainingJob>(
     };
     let min_resources = match given_resources(policy)? {
         Some(given) => given,
-        None => first_pods_requests::<J>(&ctx.groups, min_member).map_err(invalid)?,
+        None => first_pods_requests::<J>(&ctx.groups, min_member)?,
     };
     let gang = Gang {
         min_member,
@@ -109,10 +109,6 @@ pub(super) fn given_resources(
         add_to(&mut sums, name, parsed);
     }
     Ok(Some(sums))
-}
-
-pub(super) fn invalid(error: BadQuantity) -> CompileError {
-    CompileError::invalid(error.field, error.error.to_string())
 }
 
 /// The pod template's field path of `group`, for errors.

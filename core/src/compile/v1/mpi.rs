@@ -221,7 +221,7 @@ impl Framework for Mpi {
         gang.check(&format!("{}.minAvailable", gang::POLICY))?;
         let min_resources = match gang::given_resources(policy)? {
             Some(given) => given,
-            None => launcher_and_workers_requests(ctx, min_member).map_err(gang::invalid)?,
+            None => launcher_and_workers_requests(ctx, min_member)?,
         };
         Ok(Gang {
             min_resources: Some(min_resources),

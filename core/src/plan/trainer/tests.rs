@@ -154,7 +154,7 @@ fn suspending_and_resuming_follow_the_trainjob() {
     assert!(needs_compiled(&resumed, Some(&parked)));
     let plan_resume = plan(facts(&resumed, Some(&parked), Some(Ok(compiled(false)))));
     assert!(
-        matches!(plan_resume.suspend, Some(SuspendWrite::Resume(_))),
+        matches!(plan_resume.suspend, Some(SuspendWrite::Resume { .. })),
         "{:?}",
         plan_resume.suspend
     );

@@ -433,7 +433,7 @@ fn resuming_carries_the_jobs_templates_and_needs_them_compiled() {
     let mut with = facts(&job, Some(&suspended), &[], 1);
     with.compiled = compiled(&job);
     let plan = plan(with).expect("plan");
-    assert!(matches!(plan.suspend, Some(SuspendWrite::Resume(_))));
+    assert!(matches!(plan.suspend, Some(SuspendWrite::Resume { .. })));
     let without = super::plan(facts(&job, Some(&suspended), &[], 1));
     assert!(matches!(without, Err(PlanError::Resume(_))));
 }
