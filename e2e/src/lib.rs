@@ -7,6 +7,7 @@
 pub mod audit;
 pub mod differential;
 pub mod kubelet;
+pub mod kueue;
 pub mod pod;
 pub mod relay;
 

@@ -1,16 +1,20 @@
-//! Gang scheduling on the local control plane through Kubernetes' own Workload API: trainset
-//! started with `--gang-scheduler native`, the default scheduler with the `GangScheduling` gate,
-//! and KWOK nodes of 8 GPUs each. Every test sizes its jobs from the GPUs the cluster has, so
-//! they overflow it on purpose: run them alone and one at a time (`--test-threads=1`), with the
-//! shared operator stopped (`e2e/cluster stop-extras`), as `run-tests` does.
+//! Gang scheduling on the local control plane, one set of tests per route: Kubernetes' own
+//! Workload API (`--gang-scheduler native`, the default scheduler with the `GangScheduling`
+//! gate) and scheduler-plugins' coscheduling (`--gang-scheduler scheduler-plugins`, its scheduler
+//! started by `e2e/cluster gang scheduler-plugins start`), on KWOK nodes of 8 GPUs each. Every
+//! test sizes its jobs from the GPUs the cluster has, so they overflow it on purpose: run them
+//! alone and one at a time (`--test-threads=1`), with the shared operator stopped
+//! (`e2e/cluster stop-extras`), as `run-tests` does. A route's operator is started for its first
+//! test and replaced when a test of another route comes.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
+use trainset_e2e::kueue::{LOW, Queues, queued};
 use trainset_e2e::operator::{self, Extra};
 use trainset_e2e::{
     TestNamespace, client, create, delay, dynamic_api, install_crds, loopback, pods_with, wait_for,
@@ -24,27 +28,108 @@ const GPUS_PER_POD: i64 = 8;
 /// How long a gang that cannot be placed is watched for a pod that was placed anyway.
 const HELD: Duration = Duration::from_secs(60);
 
-/// The operator of these tests, started once per test binary and stopped by
-/// `e2e/cluster stop-extras` (its pid is registered like every test operator's).
-static OPERATOR: Mutex<Option<Extra>> = Mutex::new(None);
+/// A gang scheduler trainset is started for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    Native,
+    SchedulerPlugins,
+}
 
-async fn setup(prefix: &str) -> (Client, TestNamespace) {
-    let client = client().await;
-    install_crds(&client).await;
-    let running = OPERATOR
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .as_mut()
-        .is_some_and(Extra::running);
-    if !running {
-        let args = ["--gang-scheduler", "native"];
-        let extra = operator::spawn_extra_with(&client, &loopback(PORT), &args).await;
-        *OPERATOR.lock().unwrap_or_else(PoisonError::into_inner) = Some(extra);
+impl Route {
+    fn flag(self) -> &'static str {
+        match self {
+            Self::Native => "native",
+            Self::SchedulerPlugins => "scheduler-plugins",
+        }
     }
-    // Another trainset holding the Lease keeps it waiting: e2e/cluster stop-extras.
-    wait_leading(&loopback(PORT), Duration::from_secs(60)).await;
+
+    /// The route's PodGroups: the objects the scheduler reads a gang from.
+    fn pod_groups(self, client: &Client, ns: &str) -> Api<DynamicObject> {
+        let (group, version) = match self {
+            Self::Native => ("scheduling.k8s.io", "v1alpha2"),
+            Self::SchedulerPlugins => ("scheduling.x-k8s.io", "v1alpha1"),
+        };
+        let resource = kube::api::ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: format!("{group}/{version}"),
+            kind: "PodGroup".into(),
+            plural: "podgroups".into(),
+        };
+        Api::namespaced_with(client.clone(), ns, &resource)
+    }
+
+    /// The scheduler the job's pods are sent to.
+    fn scheduler(self) -> &'static str {
+        match self {
+            Self::Native => "default-scheduler",
+            Self::SchedulerPlugins => "scheduler-plugins-scheduler",
+        }
+    }
+
+    /// How many pods the PodGroup holds back until they can be placed together.
+    fn min_count(self, group: &DynamicObject) -> &Value {
+        match self {
+            Self::Native => &group.data["spec"]["schedulingPolicy"]["gang"]["minCount"],
+            Self::SchedulerPlugins => &group.data["spec"]["minMember"],
+        }
+    }
+
+    /// The route's PodGroup resource is served: for scheduler-plugins, its scheduler was started.
+    async fn served(self, client: &Client) -> bool {
+        self.pod_groups(client, "default")
+            .list(&ListParams::default().limit(1))
+            .await
+            .is_ok()
+    }
+}
+
+/// The operator of these tests and the route it was started for, replaced when a test of another
+/// route comes, and stopped by `e2e/cluster stop-extras` (its pid is registered like every test
+/// operator's).
+static OPERATOR: Mutex<Option<(Route, Extra)>> = Mutex::new(None);
+
+async fn setup(route: Route, prefix: &str) -> (Client, TestNamespace) {
+    let client = client().await;
+    serve(route, &client).await;
     let ns = TestNamespace::create(&client, prefix).await;
     (client, ns)
+}
+
+/// Makes the leading operator the route's.
+async fn serve(route: Route, client: &Client) {
+    install_crds(client).await;
+    assert!(
+        route.served(client).await,
+        "{route:?}: the cluster serves no PodGroups of this route (scheduler-plugins: e2e/cluster gang scheduler-plugins start)"
+    );
+    let previous = OPERATOR
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    let kept = match previous {
+        Some((running, mut extra)) => {
+            if !extra.running() {
+                None
+            } else if running == route {
+                Some(extra)
+            } else {
+                extra.stop().await;
+                None
+            }
+        }
+        None => None,
+    };
+    let operator = match kept {
+        Some(extra) => extra,
+        None => {
+            let args = ["--gang-scheduler", route.flag()];
+            operator::spawn_extra_with(client, &loopback(PORT), &args).await
+        }
+    };
+    *OPERATOR.lock().unwrap_or_else(PoisonError::into_inner) = Some((route, operator));
+    // Another trainset holding the Lease keeps it waiting: e2e/cluster stop-extras.
+    wait_leading(&loopback(PORT), Duration::from_secs(60)).await;
 }
 
 /// The GPUs of every node, so that a test knows how many whole-node pods fit.
@@ -64,6 +149,12 @@ async fn cluster_gpus(client: &Client) -> i64 {
 /// A PyTorchJob of `workers` pods (no Master, so one gang), each asking for a whole node's GPUs
 /// and running `seconds`.
 fn workers_job(name: &str, workers: i64, seconds: u32, policy: Value) -> Value {
+    let whole_node = json!({"limits": {GPU: GPUS_PER_POD.to_string()}});
+    job_of(name, workers, seconds, policy, whole_node)
+}
+
+/// A PyTorchJob of `workers` pods, each asking for `resources`.
+fn job_of(name: &str, workers: i64, seconds: u32, policy: Value, resources: Value) -> Value {
     json!({
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
@@ -76,8 +167,7 @@ fn workers_job(name: &str, workers: i64, seconds: u32, policy: Value) -> Value {
                 "template": {
                     "metadata": delay(seconds),
                     "spec": {"containers": [{
-                        "name": "pytorch", "image": "trainer:1",
-                        "resources": {"limits": {GPU: GPUS_PER_POD.to_string()}}
+                        "name": "pytorch", "image": "trainer:1", "resources": resources
                     }]}
                 }
             }}
@@ -99,17 +189,6 @@ fn is_bound(pod: &Pod) -> bool {
         .is_some()
 }
 
-fn pod_groups(client: &Client, ns: &str) -> Api<DynamicObject> {
-    let resource = kube::api::ApiResource {
-        group: "scheduling.k8s.io".into(),
-        version: "v1alpha2".into(),
-        api_version: "scheduling.k8s.io/v1alpha2".into(),
-        kind: "PodGroup".into(),
-        plural: "podgroups".into(),
-    };
-    Api::namespaced_with(client.clone(), ns, &resource)
-}
-
 /// Waits until all `count` pods of `job` exist, then watches for [`HELD`]: none may be placed.
 async fn placed_none_while_held(client: &Client, ns: &str, job: &str, count: usize) {
     wait_for(
@@ -129,10 +208,8 @@ async fn placed_none_while_held(client: &Client, ns: &str, job: &str, count: usi
     );
 }
 
-#[tokio::test]
-#[ignore = "needs the local control plane (e2e/cluster up) and no other trainset leading"]
-async fn gang_native_a_job_larger_than_the_cluster_places_no_pod() {
-    let (client, ns) = setup("gang-large").await;
+async fn a_job_larger_than_the_cluster_places_no_pod(route: Route) {
+    let (client, ns) = setup(route, "gang-large").await;
     let fit = cluster_gpus(&client).await / GPUS_PER_POD;
     assert!(
         fit >= 2,
@@ -144,17 +221,15 @@ async fn gang_native_a_job_larger_than_the_cluster_places_no_pod() {
 
     let count = usize::try_from(workers).unwrap_or_default();
     placed_none_while_held(&client, &ns.name, "large", count).await;
-    let group = pod_groups(&client, &ns.name)
+    let group = route
+        .pod_groups(&client, &ns.name)
         .get("large")
         .await
         .unwrap_or_else(|e| panic!("PodGroup large: {e}"));
-    assert_eq!(
-        group.data["spec"]["schedulingPolicy"]["gang"]["minCount"],
-        workers
-    );
+    assert_eq!(*route.min_count(&group), workers);
 
-    // The same pods without a gang: as many as fit are placed, so the gang above is what held
-    // them back, not a lack of room or a scheduler at rest.
+    // The same pods without a gang, sent to the same scheduler: as many as fit are placed, so
+    // the gang above is what held them back, not a lack of room or a scheduler at rest.
     let jobs = dynamic_api(&client, &job, Some(&ns.name));
     jobs.delete("large", &DeleteParams::foreground())
         .await
@@ -171,7 +246,7 @@ async fn gang_native_a_job_larger_than_the_cluster_places_no_pod() {
             "completionMode": "Indexed", "completions": workers, "parallelism": workers,
             "template": {
                 "metadata": delay(600),
-                "spec": {"restartPolicy": "Never", "containers": [{
+                "spec": {"restartPolicy": "Never", "schedulerName": route.scheduler(), "containers": [{
                     "name": "c", "image": "trainer:1",
                     "resources": {"limits": {GPU: GPUS_PER_POD.to_string()}}
                 }]}
@@ -192,10 +267,8 @@ async fn gang_native_a_job_larger_than_the_cluster_places_no_pod() {
     ns.delete().await;
 }
 
-#[tokio::test]
-#[ignore = "needs the local control plane (e2e/cluster up) and no other trainset leading"]
-async fn gang_native_a_job_that_fits_is_placed_whole_and_succeeds() {
-    let (client, ns) = setup("gang-fits").await;
+async fn a_job_that_fits_is_placed_whole_and_succeeds(route: Route) {
+    let (client, ns) = setup(route, "gang-fits").await;
     let workers = cluster_gpus(&client).await / GPUS_PER_POD;
     let jobs = create(
         &client,
@@ -210,14 +283,17 @@ async fn gang_native_a_job_that_fits_is_placed_whole_and_succeeds() {
         || async { (placed(&client, &ns.name, "fits").await == (count, count)).then_some(()) },
     )
     .await;
+    let pods = pods_with(&client, &ns.name, "training.kubeflow.org/job-name=fits").await;
+    for pod in &pods {
+        let scheduler = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref());
+        assert_eq!(scheduler, Some(route.scheduler()), "{}", pod.name_any());
+    }
     wait_state(&jobs, "fits", "Succeeded", Duration::from_secs(120)).await;
     ns.delete().await;
 }
 
-#[tokio::test]
-#[ignore = "needs the local control plane (e2e/cluster up) and no other trainset leading"]
-async fn gang_native_two_jobs_that_fit_only_alone_run_one_after_the_other() {
-    let (client, ns) = setup("gang-two").await;
+async fn two_jobs_that_fit_only_alone_run_one_after_the_other(route: Route) {
+    let (client, ns) = setup(route, "gang-two").await;
     let fit = cluster_gpus(&client).await / GPUS_PER_POD;
     // More than half the cluster each: never both at once.
     let workers = fit / 2 + 1;
@@ -255,10 +331,8 @@ async fn gang_native_two_jobs_that_fit_only_alone_run_one_after_the_other() {
     ns.delete().await;
 }
 
-#[tokio::test]
-#[ignore = "needs the local control plane (e2e/cluster up) and no other trainset leading"]
-async fn gang_native_min_available_places_that_many_and_suspend_resume_keeps_the_gang() {
-    let (client, ns) = setup("gang-min").await;
+async fn min_available_places_that_many_and_suspend_resume_keeps_the_gang(route: Route) {
+    let (client, ns) = setup(route, "gang-min").await;
     let fit = cluster_gpus(&client).await / GPUS_PER_POD;
     // One pod more than fits, of which the gang needs only what fits.
     let policy = json!({"minAvailable": fit});
@@ -272,15 +346,12 @@ async fn gang_native_min_available_places_that_many_and_suspend_resume_keeps_the
         },
     )
     .await;
-    let groups = pod_groups(&client, &ns.name);
+    let groups = route.pod_groups(&client, &ns.name);
     let before = groups
         .get("min")
         .await
         .unwrap_or_else(|e| panic!("PodGroup min: {e}"));
-    assert_eq!(
-        before.data["spec"]["schedulingPolicy"]["gang"]["minCount"],
-        fit
-    );
+    assert_eq!(*route.min_count(&before), fit);
 
     let suspend = |value: bool| json!({"spec": {"runPolicy": {"suspend": value}}});
     let params = PatchParams::default();
@@ -314,3 +385,153 @@ async fn gang_native_min_available_places_that_many_and_suspend_resume_keeps_the
     );
     ns.delete().await;
 }
+
+/// Kueue and a gang together: the job waits, suspended, while its queue has no quota; once Kueue
+/// admits it, the gang scheduler places every pod at once, and it succeeds.
+async fn a_queued_job_is_admitted_then_placed_whole(route: Route) {
+    let client = client().await;
+    serve(route, &client).await;
+    let gpus = cluster_gpus(&client).await;
+    let mut queues = Queues::new(&client, "gang-kueue", GPU, "0").await;
+    let ns = queues.ns.name.clone();
+    let workers = gpus / GPUS_PER_POD;
+    let mut job = workers_job("queued", workers, 3, json!({}));
+    job["metadata"]["labels"] = queued(LOW);
+    let jobs = create(&client, &ns, &job).await;
+    wait_state(&jobs, "queued", "Suspended", Duration::from_secs(30)).await;
+    assert_eq!(
+        placed(&client, &ns, "queued").await,
+        (0, 0),
+        "pods before admission"
+    );
+    let group = route
+        .pod_groups(&client, &ns)
+        .get("queued")
+        .await
+        .unwrap_or_else(|e| panic!("PodGroup queued: {e}"));
+    assert_eq!(*route.min_count(&group), workers);
+
+    queues.set_quota(&gpus.to_string()).await;
+    let count = usize::try_from(workers).unwrap_or_default();
+    wait_for(
+        Duration::from_secs(60),
+        "every pod of the admitted job placed",
+        || async { (placed(&client, &ns, "queued").await == (count, count)).then_some(()) },
+    )
+    .await;
+    wait_state(&jobs, "queued", "Succeeded", Duration::from_secs(120)).await;
+    queues.delete().await;
+}
+
+/// scheduler-plugins holds a group's placed pods at most `scheduleTimeoutSeconds` while they wait
+/// for the rest, then turns them back and says so. Here the gang's CPUs fit the cluster in sum
+/// but one pod more than fits on the nodes, so every other pod waits; one pod short is within
+/// the plugin's default 10% that does not reject the group at once, so the wait runs out.
+#[tokio::test]
+#[ignore = "needs the local control plane (e2e/cluster up) and no other trainset leading"]
+async fn gang_scheduler_plugins_schedule_timeout_seconds_bounds_the_wait() {
+    const POD_MILLICPU: i64 = 900;
+    const TIMEOUT_SECONDS: i64 = 7;
+    let route = Route::SchedulerPlugins;
+    let (client, ns) = setup(route, "gang-timeout").await;
+    let node_millicpu = node_millicpus(&client).await;
+    let fit: i64 = node_millicpu.iter().map(|m| m / POD_MILLICPU).sum();
+    let workers = fit + 1;
+    let total: i64 = node_millicpu.iter().sum();
+    assert!(
+        workers * POD_MILLICPU <= total && workers >= 10,
+        "{workers} pods of {POD_MILLICPU}m on nodes of {node_millicpu:?}m"
+    );
+    let policy = json!({"scheduleTimeoutSeconds": TIMEOUT_SECONDS});
+    let cpu = json!({"requests": {"cpu": format!("{POD_MILLICPU}m")}});
+    create(
+        &client,
+        &ns.name,
+        &job_of("timeout", workers, 600, policy, cpu),
+    )
+    .await;
+    let groups = route.pod_groups(&client, &ns.name);
+    let group = wait_for(Duration::from_secs(30), "PodGroup timeout", || async {
+        groups.get_opt("timeout").await.ok().flatten()
+    })
+    .await;
+    assert_eq!(
+        group.data["spec"]["scheduleTimeoutSeconds"],
+        TIMEOUT_SECONDS
+    );
+
+    // The plugin's own default is 60 s: a wait of the job's length is the job's field at work.
+    let expected =
+        format!("rejected due to timeout after waiting {TIMEOUT_SECONDS}s at plugin Coscheduling");
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns.name);
+    wait_for(Duration::from_secs(90), &expected, || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| e.message.as_deref().is_some_and(|m| m.contains(&expected)))
+            .then_some(())
+    })
+    .await;
+    let (_, bound) = placed(&client, &ns.name, "timeout").await;
+    assert_eq!(bound, 0, "pods of a gang that never completes were bound");
+    ns.delete().await;
+}
+
+/// Each node's allocatable CPU in millicores.
+async fn node_millicpus(client: &Client) -> Vec<i64> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let list = nodes
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing nodes: {e}"));
+    list.items
+        .iter()
+        .filter_map(|n| n.status.as_ref()?.allocatable.as_ref()?.get("cpu"))
+        .filter_map(|q| match q.0.strip_suffix('m') {
+            Some(milli) => milli.parse::<i64>().ok(),
+            None => q.0.parse::<i64>().ok().map(|cores| cores * 1000),
+        })
+        .collect()
+}
+
+/// Each route's tests, in a module named after it (`gang_native::...`).
+macro_rules! route_tests {
+    ($module:ident, $route:expr) => {
+        mod $module {
+            use super::Route;
+
+            #[tokio::test]
+            #[ignore = "needs the local control plane (e2e/cluster up) and no other trainset leading"]
+            async fn a_queued_job_is_admitted_then_placed_whole() {
+                super::a_queued_job_is_admitted_then_placed_whole($route).await;
+            }
+
+            #[tokio::test]
+            #[ignore = "needs the local control plane (e2e/cluster up) and no other trainset leading"]
+            async fn a_job_larger_than_the_cluster_places_no_pod() {
+                super::a_job_larger_than_the_cluster_places_no_pod($route).await;
+            }
+
+            #[tokio::test]
+            #[ignore = "needs the local control plane (e2e/cluster up) and no other trainset leading"]
+            async fn a_job_that_fits_is_placed_whole_and_succeeds() {
+                super::a_job_that_fits_is_placed_whole_and_succeeds($route).await;
+            }
+
+            #[tokio::test]
+            #[ignore = "needs the local control plane (e2e/cluster up) and no other trainset leading"]
+            async fn two_jobs_that_fit_only_alone_run_one_after_the_other() {
+                super::two_jobs_that_fit_only_alone_run_one_after_the_other($route).await;
+            }
+
+            #[tokio::test]
+            #[ignore = "needs the local control plane (e2e/cluster up) and no other trainset leading"]
+            async fn min_available_places_that_many_and_suspend_resume_keeps_the_gang() {
+                super::min_available_places_that_many_and_suspend_resume_keeps_the_gang($route).await;
+            }
+        }
+    };
+}
+
+route_tests!(gang_native, Route::Native);
+route_tests!(gang_scheduler_plugins, Route::SchedulerPlugins);

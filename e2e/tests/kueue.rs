@@ -11,19 +11,13 @@
 use std::time::{Duration, Instant};
 
 use jobset_types::JobSet;
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
-use kube::{Client, ResourceExt};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use kube::ResourceExt;
 use serde_json::{Value, json};
+use trainset_e2e::kueue::{HIGH, LOW, Queues, queued};
 use trainset_e2e::{
-    TestNamespace, apply, client, condition, create, dynamic_api, install_crds, operator,
-    pods_with, status, wait_for, wait_state,
+    client, condition, create, install_crds, operator, status, wait_for, wait_state,
 };
-
-const FLAVOR: &str = "trainset-e2e-kwok";
-const QUEUE: &str = "training";
-const LOW: &str = "trainset-e2e-low";
-const HIGH: &str = "trainset-e2e-high";
 
 /// A queued kind: API version, replica-specs field, default container, replica types.
 struct Kind {
@@ -70,106 +64,16 @@ fn queued_job(kind: &Kind, name: &str, priority: &str, seconds: u32) -> Value {
             json!({"replicas": count, "template": template}),
         );
     }
-    let labels =
-        json!({"kueue.x-k8s.io/queue-name": QUEUE, "kueue.x-k8s.io/priority-class": priority});
     json!({"apiVersion": kind.api_version, "kind": kind.kind,
-           "metadata": {"name": name, "labels": labels}, "spec": {kind.field: specs}})
+           "metadata": {"name": name, "labels": queued(priority)}, "spec": {kind.field: specs}})
 }
 
-/// The test's namespace with a ClusterQueue for it alone (`cpu` of quota, a higher priority
-/// preempts a lower one) and its LocalQueue; the flavor and the priority classes are shared.
-struct Queues {
-    client: Client,
-    ns: TestNamespace,
-    cluster_queue: Value,
-}
-
-impl Queues {
-    async fn new(kind: &Kind, cpu: &str) -> Self {
-        let client = client().await;
-        install_crds(&client).await;
-        operator::ensure(&client).await;
-        let ns = TestNamespace::create(&client, &kind.kind.to_ascii_lowercase()).await;
-        let flavor = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-            "metadata": {"name": FLAVOR}, "spec": {"nodeLabels": {"type": "kwok"}}});
-        let low = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
-            "metadata": {"name": LOW}, "value": 10});
-        let high = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
-            "metadata": {"name": HIGH}, "value": 1000});
-        let cluster_queue = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-        "metadata": {"name": ns.name},
-        "spec": {
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns.name}},
-            "preemption": {"withinClusterQueue": "LowerPriority"},
-            "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
-                {"name": FLAVOR, "resources": [{"name": "cpu", "nominalQuota": cpu}]}]}]
-        }});
-        let local_queue = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-            "metadata": {"name": QUEUE}, "spec": {"clusterQueue": ns.name}});
-        for (object, namespace) in [
-            (&flavor, None),
-            (&low, None),
-            (&high, None),
-            (&cluster_queue, None),
-            (&local_queue, Some(ns.name.as_str())),
-        ] {
-            apply(&client, object, namespace)
-                .await
-                .unwrap_or_else(|e| panic!("applying {}: {e}", object["kind"]));
-        }
-        Self {
-            client,
-            ns,
-            cluster_queue,
-        }
-    }
-
-    async fn set_quota(&mut self, cpu: &str) {
-        self.cluster_queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] =
-            json!(cpu);
-        apply(&self.client, &self.cluster_queue, None)
-            .await
-            .expect("changing the quota");
-    }
-
-    fn workloads(&self) -> Api<DynamicObject> {
-        let probe = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload"});
-        dynamic_api(&self.client, &probe, Some(&self.ns.name))
-    }
-
-    /// The Workload Kueue made for `name` (owned by the JobSet or the job of that name).
-    async fn workload(&self, name: &str) -> DynamicObject {
-        let workloads = self.workloads();
-        wait_for(
-            Duration::from_secs(30),
-            &format!("Kueue's Workload for {name}"),
-            || async {
-                let list = workloads.list(&ListParams::default()).await.ok()?;
-                list.items
-                    .into_iter()
-                    .find(|w| w.owner_references().iter().any(|o| o.name == name))
-            },
-        )
-        .await
-    }
-
-    async fn pods_of(&self, job: &str) -> Vec<Pod> {
-        let selector = format!("training.kubeflow.org/job-name={job}");
-        pods_with(&self.client, &self.ns.name, &selector).await
-    }
-
-    async fn jobset(&self, name: &str) -> JobSet {
-        let jobsets: Api<JobSet> = Api::namespaced(self.client.clone(), &self.ns.name);
-        jobsets.get(name).await.expect("JobSet")
-    }
-
-    async fn delete(self) {
-        // Best effort, like the namespace: a leftover queue never makes a test pass or fail.
-        let _ = dynamic_api(&self.client, &self.cluster_queue, None)
-            .delete(&self.ns.name, &DeleteParams::background())
-            .await;
-        self.ns.delete().await;
-    }
+/// The test's namespace and queues, with `cpu` of quota, served by the shared operator.
+async fn queues_for(kind: &Kind, cpu: &str) -> Queues {
+    let client = client().await;
+    install_crds(&client).await;
+    operator::ensure(&client).await;
+    Queues::new(&client, &kind.kind.to_ascii_lowercase(), "cpu", cpu).await
 }
 
 /// Each replicated job's name and pod template.
@@ -197,7 +101,7 @@ fn assert_on_flavor_nodes(jobset: &JobSet) {
 
 /// Holds a job without quota, grants quota, and checks the run; returns the finished JobSet.
 async fn waits_for_quota_then_runs(kind: &Kind) -> JobSet {
-    let mut queues = Queues::new(kind, "0").await;
+    let mut queues = queues_for(kind, "0").await;
     let name = "held";
     let api = create(
         &queues.client,
@@ -255,7 +159,7 @@ async fn waits_for_quota_then_runs(kind: &Kind) -> JobSet {
 /// A long low-priority job runs on all the quota; a high-priority one preempts it, runs and
 /// succeeds; the low one is then admitted again and runs, with no JobSet restart counted.
 async fn preemption_suspends_and_resumes(kind: &Kind) {
-    let queues = Queues::new(kind, "3").await;
+    let queues = queues_for(kind, "3").await;
     let (client, ns) = (&queues.client, queues.ns.name.as_str());
     let low = create(client, ns, &queued_job(kind, "low", LOW, 600)).await;
     wait_state(&low, "low", "Running", Duration::from_secs(60)).await;
