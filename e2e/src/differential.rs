@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use jobset_types::keys::{
     JOB_COMPLETION_INDEX as COMPLETION_INDEX, label::JOB_INDEX as JOBSET_JOB_INDEX,
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 use trainset::compile::{JOB_NAME, JOB_ROLE, REPLICA_TYPE};
 
 /// The label the Job controller puts on the pods of a Job.
@@ -18,6 +18,11 @@ const BATCH_JOB_NAME: &str = "batch.kubernetes.io/job-name";
 
 /// Prefix of the v1 labels compared on pods.
 const V1_LABELS: &str = "training.kubeflow.org/";
+/// The label (scheduler-plugins) and annotation (Volcano) that put a pod in its PodGroup.
+const GANG_MEMBERSHIP: [&str; 2] = [
+    "scheduling.x-k8s.io/pod-group",
+    "scheduling.k8s.io/group-name",
+];
 /// The v1 operators' per-pod index label (trainset has none yet: issue 10).
 const REPLICA_INDEX: &str = "training.kubeflow.org/replica-index";
 /// Volumes the apiserver adds to every pod (the ServiceAccount token), named with a random suffix.
@@ -34,6 +39,9 @@ pub struct Run {
     pub pods: Vec<Value>,
     /// The MPI hostfile the launcher mounts, if any.
     pub hostfile: Option<String>,
+    /// The gang scheduler's PodGroups seen during the run (`e2e/differential --gang`), each in
+    /// its last version and whether it was deleted before the run ended.
+    pub pod_groups: Vec<(Value, bool)>,
 }
 
 /// A compared fact: where (`job`, `worker/0`, `worker/0/pytorch`) and what (`env MASTER_ADDR`).
@@ -275,8 +283,16 @@ fn pod_facts(facts: &mut Facts, key: &str, pod: &Value, addresses: &Addresses) {
         put(key.to_owned(), field.to_owned(), compact(&spec[field]));
     }
     if let Some(labels) = pod["metadata"]["labels"].as_object() {
-        for (label, value) in labels.iter().filter(|(k, _)| k.starts_with(V1_LABELS)) {
+        let compared =
+            |k: &String| k.starts_with(V1_LABELS) || GANG_MEMBERSHIP.contains(&k.as_str());
+        for (label, value) in labels.iter().filter(|(k, _)| compared(k)) {
             put(key.to_owned(), format!("label {label}"), compact(value));
+        }
+    }
+    for name in GANG_MEMBERSHIP {
+        let value = &pod["metadata"]["annotations"][name];
+        if !value.is_null() {
+            put(key.to_owned(), format!("annotation {name}"), compact(value));
         }
     }
     for volume in spec["volumes"].as_array().into_iter().flatten() {
@@ -382,6 +398,15 @@ pub fn facts(run: &Run) -> Facts {
     }
     if let Some(hostfile) = &run.hostfile {
         facts.insert(job("hostfile"), addresses.normalize(hostfile));
+    }
+    for (group, deleted) in &run.pod_groups {
+        let mut leaves = BTreeMap::new();
+        flatten("podgroup", &compared(group), &mut leaves);
+        for (aspect, value) in leaves.into_iter().filter(|(_, v)| v != "null") {
+            facts.insert(job(&aspect), value);
+        }
+        let deleted = if *deleted { "yes" } else { "no" };
+        facts.insert(job("podgroup deleted by the end"), deleted.to_owned());
     }
     let status = &run.job["status"];
     // One fact per condition type: the order of the list is how each operator happened to
@@ -623,6 +648,54 @@ pub fn report(cases: &[(String, String, Verdict)]) -> String {
     out
 }
 
+/// Every leaf of `value` by its path; list items that have a `name` (or a `mountPath`) are keyed
+/// by it, so a list's order is not a difference but its members are.
+pub fn flatten(path: &str, value: &Value, out: &mut BTreeMap<String, String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                flatten(&format!("{path}.{key}"), child, out);
+            }
+        }
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                let key = ["name", "mountPath", "containerPort"]
+                    .into_iter()
+                    .find_map(|k| {
+                        item.get(k).map(|v| {
+                            format!(
+                                "{k}={}",
+                                v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+                            )
+                        })
+                    })
+                    .unwrap_or_else(|| index.to_string());
+                flatten(&format!("{path}[{key}]"), item, out);
+            }
+        }
+        leaf => {
+            out.insert(path.to_owned(), leaf.to_string());
+        }
+    }
+}
+
+/// An object's labels, annotations, owners (without uids) and spec, the parts compared.
+pub fn compared(object: &Value) -> Value {
+    let metadata = &object["metadata"];
+    let owners: Vec<Value> = metadata["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| json!({"apiVersion": o["apiVersion"], "kind": o["kind"], "name": o["name"],
+                        "controller": o["controller"], "blockOwnerDeletion": o["blockOwnerDeletion"]}))
+        .collect();
+    json!({
+        "metadata": {"labels": metadata["labels"], "annotations": metadata["annotations"],
+                     "ownerReferences": owners},
+        "spec": object["spec"],
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -762,6 +835,7 @@ mod tests {
                 p
             }],
             hostfile: None,
+            pod_groups: Vec::new(),
         };
         let a = facts(&run(
             "j-worker-0",

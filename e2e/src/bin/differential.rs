@@ -3,7 +3,9 @@
 //! mpi-operator v0.8.2 for MPIJob v2beta1) and then under trainset, each in a fresh namespace,
 //! lets KWOK run the pods to the end, compares what each did pod by pod
 //! (`trainset_e2e::differential`), and fails when a difference is not in docs/compatibility.md's
-//! "Deviations from v1" table.
+//! "Deviations from v1" table. With `TRAINSET_E2E_GANG_SCHEDULER_NAME` set (`e2e/differential
+//! --gang NAME`): the gang corpus (`e2e/testdata/differential-gang/`), both sides started with
+//! that gang scheduler, and the PodGroups each made compared too.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -13,12 +15,14 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::Api;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 use trainset_e2e::differential::{self, Run};
-use trainset_e2e::{Peer, TestNamespace, client, dynamic_api, operator, repo_root};
+use trainset_e2e::{
+    Peer, TestNamespace, client, dynamic_api, loopback, operator, repo_root, wait_leading,
+};
 
 /// How long one case may take to reach its end under one operator.
 const CASE_LIMIT: Duration = Duration::from_secs(240);
@@ -74,10 +78,19 @@ fn load(path: &PathBuf) -> Result<Case, String> {
     Ok(Case { kind, ..case })
 }
 
-fn corpus(args: &[String]) -> Result<Vec<Case>, String> {
+/// The gang scheduler both sides run with, as training-operator's `--gang-scheduler-name`
+/// names it; set by `e2e/differential --gang NAME` (and read by `e2e/peers`).
+const GANG_ENV: &str = "TRAINSET_E2E_GANG_SCHEDULER_NAME";
+
+fn corpus(args: &[String], gang: bool) -> Result<Vec<Case>, String> {
     let mut paths: Vec<PathBuf> = args.iter().map(PathBuf::from).collect();
     if paths.is_empty() {
-        let dir = repo_root().join("e2e/testdata/differential");
+        let corpus = if gang {
+            "differential-gang"
+        } else {
+            "differential"
+        };
+        let dir = repo_root().join("e2e/testdata").join(corpus);
         let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         paths = entries
             .filter_map(Result::ok)
@@ -120,6 +133,47 @@ fn watch_pods(
             };
             if let (Some(uid), Ok(mut map)) = (pod.uid(), store.lock()) {
                 map.insert(uid, pod);
+            }
+        }
+    });
+    (seen, task)
+}
+
+/// The PodGroups of the gang scheduler `name` (Volcano's, or scheduler-plugins').
+fn pod_group_resource(name: &str) -> ApiResource {
+    let (group, version) = if name.eq_ignore_ascii_case("volcano") {
+        ("scheduling.volcano.sh", "v1beta1")
+    } else {
+        ("scheduling.x-k8s.io", "v1alpha1")
+    };
+    ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, "PodGroup"))
+}
+
+/// PodGroups by uid, each in its last version and whether it was deleted.
+type SeenGroups = Arc<Mutex<HashMap<String, (Value, bool)>>>;
+
+/// Every PodGroup: upstream deletes a job's PodGroup when the job ends, which a final list
+/// would miss.
+fn watch_pod_groups(
+    client: &Client,
+    resource: &ApiResource,
+) -> (SeenGroups, tokio::task::JoinHandle<()>) {
+    let seen: SeenGroups = Arc::default();
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+    let store = seen.clone();
+    let task = tokio::spawn(async move {
+        let mut events = watcher(api, watcher::Config::default()).boxed();
+        while let Some(event) = events.next().await {
+            let (group, deleted) = match event {
+                Ok(watcher::Event::Apply(g) | watcher::Event::InitApply(g)) => (g, false),
+                Ok(watcher::Event::Delete(g)) => (g, true),
+                _ => continue,
+            };
+            if let (Some(uid), Ok(mut map)) = (group.uid(), store.lock()) {
+                map.insert(
+                    uid,
+                    (serde_json::to_value(group).unwrap_or_default(), deleted),
+                );
             }
         }
     });
@@ -224,12 +278,37 @@ async fn run_case(
     (namespace, result)
 }
 
-/// Runs every case at once under whichever operator serves now; returns each case's run.
-async fn run_all(client: &Client, cases: &[Case], who: &str) -> Vec<Result<Run, String>> {
+/// Runs every case at once under whichever operator serves now; returns each case's run, with
+/// the PodGroups of `gang` when given.
+async fn run_all(
+    client: &Client,
+    cases: &[Case],
+    who: &str,
+    gang: Option<&ApiResource>,
+) -> Vec<Result<Run, String>> {
     let (seen, watch) = watch_pods(client);
+    let groups = gang.map(|resource| watch_pod_groups(client, resource));
     let outcomes =
         futures::future::join_all(cases.iter().map(|case| run_case(client, case, who))).await;
     watch.abort();
+    let mut groups_by_namespace: BTreeMap<String, Vec<(Value, bool)>> = BTreeMap::new();
+    if let Some((seen_groups, task)) = groups {
+        task.abort();
+        let all: Vec<(Value, bool)> = seen_groups
+            .lock()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default();
+        for (group, deleted) in all {
+            let ns = group["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            groups_by_namespace
+                .entry(ns)
+                .or_default()
+                .push((group, deleted));
+        }
+    }
     let pods: Vec<Pod> = seen
         .lock()
         .map(|m| m.values().cloned().collect())
@@ -245,12 +324,16 @@ async fn run_all(client: &Client, cases: &[Case], who: &str) -> Vec<Result<Run, 
     let mut runs = Vec::new();
     for (namespace, outcome) in outcomes {
         let pods = by_namespace.remove(&namespace.name).unwrap_or_default();
+        let pod_groups = groups_by_namespace
+            .remove(&namespace.name)
+            .unwrap_or_default();
         let run = match outcome {
             Ok(job) => Ok(Run {
                 hostfile: hostfile(client, &namespace.name, &pods).await,
                 namespace: namespace.name.clone(),
                 job,
                 pods,
+                pod_groups,
             }),
             Err(e) => Err(e),
         };
@@ -264,10 +347,13 @@ async fn run_all(client: &Client, cases: &[Case], who: &str) -> Vec<Result<Run, 
 async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("usage: e2e/differential [FILE...]   (default: e2e/testdata/differential/*.yaml)");
+        println!(
+            "usage: e2e/differential [--gang NAME] [FILE...]   (default: e2e/testdata/differential/*.yaml, with --gang e2e/testdata/differential-gang/*.yaml)"
+        );
         return ExitCode::SUCCESS;
     }
-    let cases = match corpus(&args) {
+    let gang = std::env::var(GANG_ENV).ok().filter(|n| !n.is_empty());
+    let cases = match corpus(&args, gang.is_some()) {
         Ok(c) if !c.is_empty() => c,
         Ok(_) => {
             eprintln!("differential: no cases");
@@ -287,16 +373,32 @@ async fn main() -> ExitCode {
     };
     let client = client().await;
 
+    let groups = gang.as_deref().map(pod_group_resource);
     let started = Instant::now();
     let upstream = {
+        // The peers read the gang scheduler from the environment (e2e/peers).
         let peers: BTreeSet<&'static str> = cases.iter().map(|c| peer_of(&c.kind)).collect();
         let _started: Vec<Peer> = peers.into_iter().map(Peer::start).collect();
-        run_all(&client, &cases, "upstream").await
+        run_all(&client, &cases, "upstream", groups.as_ref()).await
     };
     let upstream_time = started.elapsed();
     let started = Instant::now();
-    operator::ensure(&client).await;
-    let ours = run_all(&client, &cases, "trainset").await;
+    let ours = match gang.as_deref() {
+        None => {
+            operator::ensure(&client).await;
+            run_all(&client, &cases, "trainset", None).await
+        }
+        Some(name) => {
+            // An operator of its own with the gang scheduler, as the gang tests start theirs.
+            let address = loopback("gang_operator");
+            let args = ["--gang-scheduler-name", name];
+            let gang_operator = operator::spawn_extra_with(&client, &address, &args).await;
+            wait_leading(&address, Duration::from_secs(60)).await;
+            let runs = run_all(&client, &cases, "trainset", groups.as_ref()).await;
+            gang_operator.stop().await;
+            runs
+        }
+    };
     let trainset_time = started.elapsed();
 
     let outcomes = cases

@@ -3,7 +3,9 @@
 //! under Kubeflow Trainer v2.3.0 and then under trainset, each in a fresh namespace with the
 //! case's runtimes as TrainingRuntimes there, and compares what each created field by field: the
 //! JobSet (labels, annotations, owner, the whole spec as the apiserver stored it), and for MPI
-//! runtimes the hostfile and the SSH Secret's shape; or, where either refuses the TrainJob
+//! runtimes the hostfile and the SSH Secret's shape, and for a runtime that asks for
+//! coscheduling the PodGroup (its CRD installed by `e2e/cluster gang scheduler-plugins start`);
+//! or, where either refuses the TrainJob
 //! (Trainer's webhook at creation, trainset's `InvalidSpec` at reconcile), the first field the
 //! refusal names. Fails when a difference is not in docs/compatibility.md's "Deviations from Trainer
 //! v2.3.0" table.
@@ -16,9 +18,9 @@ use std::time::{Duration, Instant};
 use jobset_types::JobSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
-use kube::api::Api;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::{Value, json};
-use trainset_e2e::differential::{self, Fact, Facts};
+use trainset_e2e::differential::{self, Fact, Facts, compared, flatten};
 use trainset_e2e::{
     Peer, TestNamespace, apply, client, condition, create_when_admitted_unless, dynamic_api,
     operator, repo_root, wait_for,
@@ -188,6 +190,8 @@ struct Created {
     jobset: Value,
     hostfile: Option<String>,
     secret: Option<Value>,
+    /// The scheduler-plugins PodGroup, for a runtime that asks for coscheduling.
+    pod_group: Option<Value>,
     refused_at: Option<String>,
 }
 
@@ -307,6 +311,21 @@ async fn run_case(
     } else {
         None
     };
+    let coscheduling = case
+        .runtimes
+        .iter()
+        .any(|r| !r["spec"]["podGroupPolicy"]["coscheduling"].is_null());
+    let pod_group = if coscheduling {
+        let pod_groups: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &ns.name, &coscheduling_pod_groups());
+        let found = wait_for(CREATE_LIMIT, &format!("PodGroup {name}"), || async {
+            pod_groups.get_opt(&name).await.ok().flatten()
+        })
+        .await;
+        Some(serde_json::to_value(found).unwrap_or_default())
+    } else {
+        None
+    };
     let jobset = serde_json::to_value(&jobset).unwrap_or_default();
     (
         ns,
@@ -314,6 +333,7 @@ async fn run_case(
             jobset,
             hostfile,
             secret,
+            pod_group,
             refused_at: None,
         }),
     )
@@ -329,35 +349,13 @@ async fn run_all(client: &Client, cases: &[Case], who: &str) -> Vec<Result<Creat
     runs
 }
 
-/// Every leaf of `value` by its path; list items that have a `name` (or a `mountPath`) are keyed
-/// by it, so a list's order is not a difference but its members are.
-fn flatten(path: &str, value: &Value, out: &mut BTreeMap<String, String>) {
-    match value {
-        Value::Object(map) => {
-            for (key, child) in map {
-                flatten(&format!("{path}.{key}"), child, out);
-            }
-        }
-        Value::Array(items) => {
-            for (index, item) in items.iter().enumerate() {
-                let key = ["name", "mountPath", "containerPort"]
-                    .into_iter()
-                    .find_map(|k| {
-                        item.get(k).map(|v| {
-                            format!(
-                                "{k}={}",
-                                v.as_str().map_or_else(|| v.to_string(), str::to_owned)
-                            )
-                        })
-                    })
-                    .unwrap_or_else(|| index.to_string());
-                flatten(&format!("{path}[{key}]"), item, out);
-            }
-        }
-        leaf => {
-            out.insert(path.to_owned(), leaf.to_string());
-        }
-    }
+/// scheduler-plugins' PodGroups (its CRD: `e2e/cluster gang scheduler-plugins start`).
+fn coscheduling_pod_groups() -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "scheduling.x-k8s.io",
+        "v1alpha1",
+        "PodGroup",
+    ))
 }
 
 fn facts(created: &Created) -> Facts {
@@ -368,21 +366,11 @@ fn facts(created: &Created) -> Facts {
         };
         return Facts::from([(fact, field.clone())]);
     }
-    let metadata = &created.jobset["metadata"];
-    let owners: Vec<Value> = metadata["ownerReferences"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|o| json!({"apiVersion": o["apiVersion"], "kind": o["kind"], "name": o["name"],
-                        "controller": o["controller"], "blockOwnerDeletion": o["blockOwnerDeletion"]}))
-        .collect();
-    let compared = json!({
-        "metadata": {"labels": metadata["labels"], "annotations": metadata["annotations"],
-                     "ownerReferences": owners},
-        "spec": created.jobset["spec"],
-    });
     let mut leaves = BTreeMap::new();
-    flatten("jobset", &compared, &mut leaves);
+    flatten("jobset", &compared(&created.jobset), &mut leaves);
+    if let Some(pod_group) = &created.pod_group {
+        flatten("podgroup", &compared(pod_group), &mut leaves);
+    }
     if let Some(hostfile) = &created.hostfile {
         leaves.insert("hostfile".to_owned(), hostfile.clone());
     }
