@@ -134,6 +134,11 @@ async fn serve(route: Route, client: &Client) {
 
 /// The GPUs of every node, so that a test knows how many whole-node pods fit.
 async fn cluster_gpus(client: &Client) -> i64 {
+    allocatable_milli(client, GPU).await.iter().sum::<i64>() / 1000
+}
+
+/// Each node's allocatable `resource` in thousandths (`8` is 8000, `500m` is 500).
+async fn allocatable_milli(client: &Client, resource: &str) -> Vec<i64> {
     let nodes: Api<Node> = Api::all(client.clone());
     let list = nodes
         .list(&ListParams::default())
@@ -141,9 +146,12 @@ async fn cluster_gpus(client: &Client) -> i64 {
         .unwrap_or_else(|e| panic!("listing nodes: {e}"));
     list.items
         .iter()
-        .filter_map(|n| n.status.as_ref()?.allocatable.as_ref()?.get(GPU))
-        .filter_map(|q| q.0.parse::<i64>().ok())
-        .sum()
+        .filter_map(|n| n.status.as_ref()?.allocatable.as_ref()?.get(resource))
+        .filter_map(|q| match q.0.strip_suffix('m') {
+            Some(milli) => milli.parse::<i64>().ok(),
+            None => q.0.parse::<i64>().ok().map(|units| units * 1000),
+        })
+        .collect()
 }
 
 /// A PyTorchJob of `workers` pods (no Master, so one gang), each asking for a whole node's GPUs
@@ -434,7 +442,7 @@ async fn gang_scheduler_plugins_schedule_timeout_seconds_bounds_the_wait() {
     const TIMEOUT_SECONDS: i64 = 7;
     let route = Route::SchedulerPlugins;
     let (client, ns) = setup(route, "gang-timeout").await;
-    let node_millicpu = node_millicpus(&client).await;
+    let node_millicpu = allocatable_milli(&client, "cpu").await;
     let fit: i64 = node_millicpu.iter().map(|m| m / POD_MILLICPU).sum();
     let workers = fit + 1;
     let total: i64 = node_millicpu.iter().sum();
@@ -475,23 +483,6 @@ async fn gang_scheduler_plugins_schedule_timeout_seconds_bounds_the_wait() {
     let (_, bound) = placed(&client, &ns.name, "timeout").await;
     assert_eq!(bound, 0, "pods of a gang that never completes were bound");
     ns.delete().await;
-}
-
-/// Each node's allocatable CPU in millicores.
-async fn node_millicpus(client: &Client) -> Vec<i64> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let list = nodes
-        .list(&ListParams::default())
-        .await
-        .unwrap_or_else(|e| panic!("listing nodes: {e}"));
-    list.items
-        .iter()
-        .filter_map(|n| n.status.as_ref()?.allocatable.as_ref()?.get("cpu"))
-        .filter_map(|q| match q.0.strip_suffix('m') {
-            Some(milli) => milli.parse::<i64>().ok(),
-            None => q.0.parse::<i64>().ok().map(|cores| cores * 1000),
-        })
-        .collect()
 }
 
 /// Each route's tests, in a module named after it (`gang_native::...`).

@@ -101,9 +101,14 @@ fn a_gang_that_cannot_be_made_is_refused_naming_the_field() {
     let mut empty_queue = torch_with(json!({"volcano": {}}));
     empty_queue["template"]["metadata"]["annotations"] =
         json!({"scheduling.volcano.sh/queue-name": ""});
+    // Ordered replicated jobs and no trainer step among them: no gang could ever be complete.
+    let mut no_trainer = initializers_then_node();
+    no_trainer["template"]["spec"]["replicatedJobs"][2]["template"]["metadata"]["labels"] =
+        json!({});
     for (runtime, says) in [
         (both, "coscheduling and volcano"),
         (empty_queue, "queue name must not be empty"),
+        (no_trainer, "none is the trainer's"),
     ] {
         let error = compile_all(runtime, "torch-distributed", on_runtime(json!({}))).map(|_| ());
         assert!(
