@@ -1,7 +1,9 @@
 //! Gang scheduling on the local control plane, one set of tests per route: Kubernetes' own
 //! Workload API (`--gang-scheduler native`, the default scheduler with the `GangScheduling`
-//! gate) and scheduler-plugins' coscheduling (`--gang-scheduler scheduler-plugins`, its scheduler
-//! started by `e2e/cluster gang scheduler-plugins start`), on KWOK nodes of 8 GPUs each. Every
+//! gate), scheduler-plugins' coscheduling (`--gang-scheduler scheduler-plugins`, its scheduler
+//! started by `e2e/cluster gang scheduler-plugins start`) and Volcano (`--gang-scheduler
+//! volcano`, `e2e/cluster gang volcano start`; CI installs only Volcano's CRDs and skips
+//! `gang_volcano::`), on KWOK nodes of 8 GPUs each. Every
 //! test sizes its jobs from the GPUs the cluster has, so they overflow it on purpose: run them
 //! alone and one at a time (`--test-threads=1`), with the shared operator stopped
 //! (`e2e/cluster stop-extras`), as `run-tests` does. A route's operator is started for its first
@@ -33,6 +35,7 @@ const HELD: Duration = Duration::from_secs(60);
 enum Route {
     Native,
     SchedulerPlugins,
+    Volcano,
 }
 
 impl Route {
@@ -40,6 +43,7 @@ impl Route {
         match self {
             Self::Native => "native",
             Self::SchedulerPlugins => "scheduler-plugins",
+            Self::Volcano => "volcano",
         }
     }
 
@@ -48,6 +52,7 @@ impl Route {
         let (group, version) = match self {
             Self::Native => ("scheduling.k8s.io", "v1alpha2"),
             Self::SchedulerPlugins => ("scheduling.x-k8s.io", "v1alpha1"),
+            Self::Volcano => ("scheduling.volcano.sh", "v1beta1"),
         };
         let resource = kube::api::ApiResource {
             group: group.into(),
@@ -64,6 +69,16 @@ impl Route {
         match self {
             Self::Native => "default-scheduler",
             Self::SchedulerPlugins => "scheduler-plugins-scheduler",
+            Self::Volcano => "volcano",
+        }
+    }
+
+    /// The scheduler for pods outside any gang: the route's own, but for Volcano, which places
+    /// only pods of a PodGroup (its controller manager, not run here, would make one for them).
+    fn plain_scheduler(self) -> &'static str {
+        match self {
+            Self::Volcano => "default-scheduler",
+            other => other.scheduler(),
         }
     }
 
@@ -71,7 +86,7 @@ impl Route {
     fn min_count(self, group: &DynamicObject) -> &Value {
         match self {
             Self::Native => &group.data["spec"]["schedulingPolicy"]["gang"]["minCount"],
-            Self::SchedulerPlugins => &group.data["spec"]["minMember"],
+            Self::SchedulerPlugins | Self::Volcano => &group.data["spec"]["minMember"],
         }
     }
 
@@ -236,8 +251,9 @@ async fn a_job_larger_than_the_cluster_places_no_pod(route: Route) {
         .unwrap_or_else(|e| panic!("PodGroup large: {e}"));
     assert_eq!(*route.min_count(&group), workers);
 
-    // The same pods without a gang, sent to the same scheduler: as many as fit are placed, so
-    // the gang above is what held them back, not a lack of room or a scheduler at rest.
+    // The same pods without a gang, sent to the same scheduler where it places such pods: as
+    // many as fit are placed, so the gang above is what held them back, not a lack of room or a
+    // scheduler at rest.
     let jobs = dynamic_api(&client, &job, Some(&ns.name));
     jobs.delete("large", &DeleteParams::foreground())
         .await
@@ -254,7 +270,7 @@ async fn a_job_larger_than_the_cluster_places_no_pod(route: Route) {
             "completionMode": "Indexed", "completions": workers, "parallelism": workers,
             "template": {
                 "metadata": delay(600),
-                "spec": {"restartPolicy": "Never", "schedulerName": route.scheduler(), "containers": [{
+                "spec": {"restartPolicy": "Never", "schedulerName": route.plain_scheduler(), "containers": [{
                     "name": "c", "image": "trainer:1",
                     "resources": {"limits": {GPU: GPUS_PER_POD.to_string()}}
                 }]}
@@ -485,6 +501,42 @@ async fn gang_scheduler_plugins_schedule_timeout_seconds_bounds_the_wait() {
     ns.delete().await;
 }
 
+/// The Volcano route checked against Volcano's CRDs alone (`e2e/cluster gang volcano crds`, as CI
+/// runs it; `gang_volcano::*` run the route against Volcano's scheduler): the CRD accepts the
+/// PodGroup trainset makes, and every pod names its group and the `volcano` scheduler.
+#[tokio::test]
+#[ignore = "needs the local control plane (e2e/cluster up) and no other trainset leading"]
+async fn gang_volcano_crd_accepts_the_pod_group() {
+    let route = Route::Volcano;
+    let (client, ns) = setup(route, "gang-volcano-crd").await;
+    let policy = json!({"minAvailable": 2, "queue": "research"});
+    create(&client, &ns.name, &workers_job("crd", 3, 2, policy)).await;
+    let groups = route.pod_groups(&client, &ns.name);
+    let group = wait_for(Duration::from_secs(30), "PodGroup crd", || async {
+        groups.get_opt("crd").await.ok().flatten()
+    })
+    .await;
+    assert_eq!(*route.min_count(&group), 2);
+    assert_eq!(group.data["spec"]["queue"], "research");
+    let pods = wait_for(Duration::from_secs(60), "crd's 3 pods", || async {
+        let pods = pods_with(&client, &ns.name, "training.kubeflow.org/job-name=crd").await;
+        (pods.len() == 3).then_some(pods)
+    })
+    .await;
+    for pod in &pods {
+        let scheduler = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref());
+        assert_eq!(scheduler, Some(route.scheduler()), "{}", pod.name_any());
+        let group_name = pod.annotations().get("scheduling.k8s.io/group-name");
+        assert_eq!(
+            group_name.map(String::as_str),
+            Some("crd"),
+            "{}",
+            pod.name_any()
+        );
+    }
+    ns.delete().await;
+}
+
 /// Each route's tests, in a module named after it (`gang_native::...`).
 macro_rules! route_tests {
     ($module:ident, $route:expr) => {
@@ -526,3 +578,4 @@ macro_rules! route_tests {
 
 route_tests!(gang_native, Route::Native);
 route_tests!(gang_scheduler_plugins, Route::SchedulerPlugins);
+route_tests!(gang_volcano, Route::Volcano);
