@@ -107,8 +107,35 @@ static OPERATOR: Mutex<Option<(Route, Extra)>> = Mutex::new(None);
 async fn setup(route: Route, prefix: &str) -> (Client, TestNamespace) {
     let client = client().await;
     serve(route, &client).await;
+    wait_for_free_gpus(&client).await;
     let ns = TestNamespace::create(&client, prefix).await;
     (client, ns)
+}
+
+/// Waits until no pod holds a GPU: the namespace of the test before is deleted in the background,
+/// and a scheduler that found too little room for a gang may not look again for minutes.
+async fn wait_for_free_gpus(client: &Client) {
+    let pods: Api<Pod> = Api::all(client.clone());
+    wait_for(Duration::from_secs(120), "no pod holding a GPU", || async {
+        let list = pods.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .all(|pod| !(is_bound(pod) && holds_gpu(pod)))
+            .then_some(())
+    })
+    .await;
+}
+
+/// The pod asks for a GPU and is neither finished nor gone.
+fn holds_gpu(pod: &Pod) -> bool {
+    let finished = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    let asks = pod.spec.iter().flat_map(|s| &s.containers).any(|c| {
+        c.resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .is_some_and(|r| r.contains_key(GPU))
+    });
+    asks && !matches!(finished, Some("Succeeded" | "Failed"))
 }
 
 /// Makes the leading operator the route's.
