@@ -6,6 +6,7 @@
 
 pub mod audit;
 pub mod differential;
+pub mod gang;
 pub mod kubelet;
 pub mod kueue;
 pub mod pod;

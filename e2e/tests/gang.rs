@@ -2,9 +2,7 @@
 //! Workload API (`--gang-scheduler native`, the default scheduler with the `GangScheduling`
 //! gate), scheduler-plugins' coscheduling (`--gang-scheduler scheduler-plugins`, its scheduler
 //! started by `e2e/cluster gang scheduler-plugins start`) and Volcano (`--gang-scheduler
-//! volcano`, `e2e/cluster gang volcano start`; CI installs only Volcano's CRDs and skips
-//! `gang_volcano::`), on KWOK nodes of 8 GPUs each. Every
-//! test sizes its jobs from the GPUs the cluster has, so they overflow it on purpose: run them
+//! volcano`, `e2e/cluster gang volcano start`), on KWOK nodes of 8 GPUs each. Every test sizes its jobs from the GPUs the cluster has, so they overflow it on purpose: run them
 //! alone and one at a time (`--test-threads=1`), with the shared operator stopped
 //! (`e2e/cluster stop-extras`), as `run-tests` does. A route's operator is started for its first
 //! test and replaced when a test of another route comes.
@@ -13,9 +11,10 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
+use trainset_e2e::gang::Route;
 use trainset_e2e::kueue::{LOW, Queues, queued};
 use trainset_e2e::operator::{self, Extra};
 use trainset_e2e::{
@@ -29,75 +28,6 @@ const GPU: &str = "nvidia.com/gpu";
 const GPUS_PER_POD: i64 = 8;
 /// How long a gang that cannot be placed is watched for a pod that was placed anyway.
 const HELD: Duration = Duration::from_secs(60);
-
-/// A gang scheduler trainset is started for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Route {
-    Native,
-    SchedulerPlugins,
-    Volcano,
-}
-
-impl Route {
-    fn flag(self) -> &'static str {
-        match self {
-            Self::Native => "native",
-            Self::SchedulerPlugins => "scheduler-plugins",
-            Self::Volcano => "volcano",
-        }
-    }
-
-    /// The route's PodGroups: the objects the scheduler reads a gang from.
-    fn pod_groups(self, client: &Client, ns: &str) -> Api<DynamicObject> {
-        let (group, version) = match self {
-            Self::Native => ("scheduling.k8s.io", "v1alpha2"),
-            Self::SchedulerPlugins => ("scheduling.x-k8s.io", "v1alpha1"),
-            Self::Volcano => ("scheduling.volcano.sh", "v1beta1"),
-        };
-        let resource = kube::api::ApiResource {
-            group: group.into(),
-            version: version.into(),
-            api_version: format!("{group}/{version}"),
-            kind: "PodGroup".into(),
-            plural: "podgroups".into(),
-        };
-        Api::namespaced_with(client.clone(), ns, &resource)
-    }
-
-    /// The scheduler the job's pods are sent to.
-    fn scheduler(self) -> &'static str {
-        match self {
-            Self::Native => "default-scheduler",
-            Self::SchedulerPlugins => "scheduler-plugins-scheduler",
-            Self::Volcano => "volcano",
-        }
-    }
-
-    /// The scheduler for pods outside any gang: the route's own, but for Volcano, which places
-    /// only pods of a PodGroup (its controller manager, not run here, would make one for them).
-    fn plain_scheduler(self) -> &'static str {
-        match self {
-            Self::Volcano => "default-scheduler",
-            other => other.scheduler(),
-        }
-    }
-
-    /// How many pods the PodGroup holds back until they can be placed together.
-    fn min_count(self, group: &DynamicObject) -> &Value {
-        match self {
-            Self::Native => &group.data["spec"]["schedulingPolicy"]["gang"]["minCount"],
-            Self::SchedulerPlugins | Self::Volcano => &group.data["spec"]["minMember"],
-        }
-    }
-
-    /// The route's PodGroup resource is served: for scheduler-plugins, its scheduler was started.
-    async fn served(self, client: &Client) -> bool {
-        self.pod_groups(client, "default")
-            .list(&ListParams::default().limit(1))
-            .await
-            .is_ok()
-    }
-}
 
 /// The operator of these tests and the route it was started for, replaced when a test of another
 /// route comes, and stopped by `e2e/cluster stop-extras` (its pid is registered like every test
@@ -525,42 +455,6 @@ async fn gang_scheduler_plugins_schedule_timeout_seconds_bounds_the_wait() {
     .await;
     let (_, bound) = placed(&client, &ns.name, "timeout").await;
     assert_eq!(bound, 0, "pods of a gang that never completes were bound");
-    ns.delete().await;
-}
-
-/// The Volcano route checked against Volcano's CRDs alone (`e2e/cluster gang volcano crds`, as CI
-/// runs it; `gang_volcano::*` run the route against Volcano's scheduler): the CRD accepts the
-/// PodGroup trainset makes, and every pod names its group and the `volcano` scheduler.
-#[tokio::test]
-#[ignore = "needs the local control plane (e2e/cluster up) and no other trainset leading"]
-async fn gang_volcano_crd_accepts_the_pod_group() {
-    let route = Route::Volcano;
-    let (client, ns) = setup(route, "gang-volcano-crd").await;
-    let policy = json!({"minAvailable": 2, "queue": "research"});
-    create(&client, &ns.name, &workers_job("crd", 3, 2, policy)).await;
-    let groups = route.pod_groups(&client, &ns.name);
-    let group = wait_for(Duration::from_secs(30), "PodGroup crd", || async {
-        groups.get_opt("crd").await.ok().flatten()
-    })
-    .await;
-    assert_eq!(*route.min_count(&group), 2);
-    assert_eq!(group.data["spec"]["queue"], "research");
-    let pods = wait_for(Duration::from_secs(60), "crd's 3 pods", || async {
-        let pods = pods_with(&client, &ns.name, "training.kubeflow.org/job-name=crd").await;
-        (pods.len() == 3).then_some(pods)
-    })
-    .await;
-    for pod in &pods {
-        let scheduler = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref());
-        assert_eq!(scheduler, Some(route.scheduler()), "{}", pod.name_any());
-        let group_name = pod.annotations().get("scheduling.k8s.io/group-name");
-        assert_eq!(
-            group_name.map(String::as_str),
-            Some("crd"),
-            "{}",
-            pod.name_any()
-        );
-    }
     ns.delete().await;
 }
 

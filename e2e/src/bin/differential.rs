@@ -15,11 +15,12 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 use trainset_e2e::differential::{self, Run};
+use trainset_e2e::gang::Route;
 use trainset_e2e::{
     Peer, TestNamespace, client, dynamic_api, loopback, operator, repo_root, wait_leading,
 };
@@ -137,16 +138,6 @@ fn watch_pods(
         }
     });
     (seen, task)
-}
-
-/// The PodGroups of the gang scheduler `name` (Volcano's, or scheduler-plugins').
-fn pod_group_resource(name: &str) -> ApiResource {
-    let (group, version) = if name.eq_ignore_ascii_case("volcano") {
-        ("scheduling.volcano.sh", "v1beta1")
-    } else {
-        ("scheduling.x-k8s.io", "v1alpha1")
-    };
-    ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, "PodGroup"))
 }
 
 /// PodGroups by uid, each in its last version and whether it was deleted.
@@ -373,7 +364,9 @@ async fn main() -> ExitCode {
     };
     let client = client().await;
 
-    let groups = gang.as_deref().map(pod_group_resource);
+    let groups = gang
+        .as_deref()
+        .map(|name| Route::from_v1_name(name).pod_group_resource());
     let started = Instant::now();
     let upstream = {
         // The peers read the gang scheduler from the environment (e2e/peers).

@@ -3,9 +3,9 @@
 //! under Kubeflow Trainer v2.3.0 and then under trainset, each in a fresh namespace with the
 //! case's runtimes as TrainingRuntimes there, and compares what each created field by field: the
 //! JobSet (labels, annotations, owner, the whole spec as the apiserver stored it), and for MPI
-//! runtimes the hostfile and the SSH Secret's shape, and for a runtime that asks for
-//! coscheduling the PodGroup (its CRD installed by `e2e/cluster gang scheduler-plugins start`);
-//! or, where either refuses the TrainJob
+//! runtimes the hostfile and the SSH Secret's shape, and for a runtime with a `podGroupPolicy`
+//! the PodGroup (the CRDs: `e2e/cluster gang scheduler-plugins start`, `e2e/cluster gang volcano
+//! crds`); or, where either refuses the TrainJob
 //! (Trainer's webhook at creation, trainset's `InvalidSpec` at reconcile), the first field the
 //! refusal names. Fails when a difference is not in docs/compatibility.md's "Deviations from Trainer
 //! v2.3.0" table.
@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 use jobset_types::JobSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::Api;
 use serde_json::{Value, json};
 use trainset_e2e::differential::{self, Fact, Facts, compared, flatten};
+use trainset_e2e::gang::Route;
 use trainset_e2e::{
     Peer, TestNamespace, apply, client, condition, create_when_admitted_unless, dynamic_api,
     operator, repo_root, wait_for,
@@ -190,7 +191,7 @@ struct Created {
     jobset: Value,
     hostfile: Option<String>,
     secret: Option<Value>,
-    /// The scheduler-plugins PodGroup, for a runtime that asks for coscheduling.
+    /// The PodGroup, for a runtime with a `podGroupPolicy`.
     pod_group: Option<Value>,
     refused_at: Option<String>,
 }
@@ -311,13 +312,8 @@ async fn run_case(
     } else {
         None
     };
-    let coscheduling = case
-        .runtimes
-        .iter()
-        .any(|r| !r["spec"]["podGroupPolicy"]["coscheduling"].is_null());
-    let pod_group = if coscheduling {
-        let pod_groups: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), &ns.name, &coscheduling_pod_groups());
+    let pod_group = if let Some(route) = gang_route(case) {
+        let pod_groups = route.pod_groups(client, &ns.name);
         let found = wait_for(CREATE_LIMIT, &format!("PodGroup {name}"), || async {
             pod_groups.get_opt(&name).await.ok().flatten()
         })
@@ -349,13 +345,19 @@ async fn run_all(client: &Client, cases: &[Case], who: &str) -> Vec<Result<Creat
     runs
 }
 
-/// scheduler-plugins' PodGroups (its CRD: `e2e/cluster gang scheduler-plugins start`).
-fn coscheduling_pod_groups() -> ApiResource {
-    ApiResource::from_gvk(&GroupVersionKind::gvk(
-        "scheduling.x-k8s.io",
-        "v1alpha1",
-        "PodGroup",
-    ))
+/// The gang the case's runtime asks for: scheduler-plugins' coscheduling (its CRD: `e2e/cluster
+/// gang scheduler-plugins start`) or Volcano (`e2e/cluster gang volcano crds`).
+fn gang_route(case: &Case) -> Option<Route> {
+    case.runtimes.iter().find_map(|runtime| {
+        let policy = &runtime["spec"]["podGroupPolicy"];
+        if !policy["coscheduling"].is_null() {
+            Some(Route::SchedulerPlugins)
+        } else if !policy["volcano"].is_null() {
+            Some(Route::Volcano)
+        } else {
+            None
+        }
+    })
 }
 
 fn facts(created: &Created) -> Facts {
