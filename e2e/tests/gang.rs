@@ -2,8 +2,9 @@
 //! Workload API (`--gang-scheduler native`, the default scheduler with the `GangScheduling`
 //! gate), scheduler-plugins' coscheduling (`--gang-scheduler scheduler-plugins`, its scheduler
 //! started by `e2e/cluster gang scheduler-plugins start`) and Volcano (`--gang-scheduler
-//! volcano`, `e2e/cluster gang volcano start`), on KWOK nodes of 8 GPUs each. Every test sizes its jobs from the GPUs the cluster has, so they overflow it on purpose: run them
-//! alone and one at a time (`--test-threads=1`), with the shared operator stopped
+//! volcano`, `e2e/cluster gang volcano start`), on KWOK nodes of 8 GPUs each. Every test sizes
+//! its jobs from the GPUs the cluster has, so they overflow it on purpose: run them alone and one
+//! at a time (`--test-threads=1`), with the shared operator stopped
 //! (`e2e/cluster stop-extras`), as `run-tests` does. A route's operator is started for its first
 //! test and replaced when a test of another route comes.
 
