@@ -5,13 +5,19 @@
 //! KiB per job, and decoding one is a few microseconds, paid only by the reconciles that read it.
 //! Its labels and annotations are JSON too: a `BTreeMap` of even one label allocates a node with
 //! room for eleven (544 bytes), and a Job's four labels cost 880 bytes as a map, 180 as JSON.
+//! What a store never reads is left out while the watch's JSON is parsed ([`Keep`]): skipped by
+//! the parser, never allocated (a JobSet's pod templates and every object's managedFields were
+//! most of the decoding work).
 
 use std::marker::PhantomData;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::runtime::watcher::Event;
-use serde::de::{Deserialize, DeserializeOwned, Deserializer, Error as _};
+use serde::de::{
+    Deserialize, DeserializeOwned, DeserializeSeed, Deserializer, Error as _, IgnoredAny,
+    MapAccess, SeqAccess, Visitor,
+};
 use serde_json::{Map, Value};
 
 use super::decode::Decoded;
@@ -66,37 +72,188 @@ impl Tags {
     }
 }
 
-/// Removes from an object (its metadata already apart) what trainset never reads.
+/// Removes from an object (its metadata already apart) what trainset never reads and only its
+/// value tells (what [`Keep`] cannot say).
 pub type Projection = fn(&mut ObjectMeta, &mut Map<String, Value>);
 
 /// Keeps every field.
 pub fn whole(_: &mut ObjectMeta, _: &mut Map<String, Value>) {}
 
-impl<'de, K> Deserialize<'de> for Unpacked<K> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let Value::Object(mut rest) = Value::deserialize(deserializer)? else {
-            return Err(D::Error::custom("an object is not a JSON object"));
-        };
-        // Without readable metadata the object cannot even be named: the apiserver never sends
-        // one, so that stays an error of the list.
-        let mut meta = ObjectMeta::deserialize(rest.remove("metadata").unwrap_or(Value::Null))
-            .map_err(D::Error::custom)?;
-        meta.managed_fields = None;
-        if let Some(annotations) = &mut meta.annotations {
-            annotations.remove(LAST_APPLIED);
+/// Which parts of a JSON value a store keeps, by their place in it: what it leaves out is skipped
+/// while the JSON is parsed. A value not shaped as expected (an array where an object was
+/// expected) is kept whole.
+#[derive(Clone, Copy, Debug)]
+pub enum Keep {
+    All,
+    Nothing,
+    /// Of an object, the members named as given and every other as `others`.
+    Members {
+        named: &'static [(&'static str, Keep)],
+        others: &'static Keep,
+    },
+    /// Of an array, each item as given.
+    Items(&'static Keep),
+}
+
+impl Keep {
+    /// Of an object, the members named as given and all the others.
+    pub const fn within(named: &'static [(&'static str, Keep)]) -> Self {
+        Self::Members {
+            named,
+            others: &Self::All,
         }
-        Ok(Self {
-            meta,
-            rest,
-            kind: PhantomData,
-        })
+    }
+
+    /// Of an object, the members named as given and nothing else.
+    pub const fn only(named: &'static [(&'static str, Keep)]) -> Self {
+        Self::Members {
+            named,
+            others: &Self::Nothing,
+        }
+    }
+
+    /// An object's metadata as every store keeps it: without managedFields (as large as the
+    /// object, and never read) and without kubectl's last-applied copy.
+    pub const METADATA: Self = Self::within(&[
+        ("managedFields", Self::Nothing),
+        (
+            "annotations",
+            Self::within(&[(LAST_APPLIED, Self::Nothing)]),
+        ),
+    ]);
+
+    /// A whole object, its metadata as every store keeps it.
+    pub const WHOLE: Self = Self::within(&[("metadata", Self::METADATA)]);
+
+    fn member(&self, key: &str) -> Self {
+        match self {
+            Self::Members { named, others } => named
+                .iter()
+                .find(|(name, _)| *name == key)
+                .map_or(**others, |(_, keep)| *keep),
+            _ => Self::All,
+        }
+    }
+
+    fn item(&self) -> Self {
+        match self {
+            Self::Items(keep) => **keep,
+            _ => Self::All,
+        }
+    }
+}
+
+/// The types whose stores keep only part of each object, and which part.
+pub trait Kept {
+    const KEPT: Keep;
+}
+
+impl<'de, K: Kept> Deserialize<'de> for Unpacked<K> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        unpack(deserializer, K::KEPT)
     }
 }
 
 /// Read straight from a watch, whole: the store of a controller's own jobs.
 impl<'de, K> Deserialize<'de> for Packed<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Unpacked::deserialize(deserializer).map(|object| object.pack(whole))
+        unpack(deserializer, Keep::WHOLE).map(|object: Unpacked<K>| object.pack(whole))
+    }
+}
+
+fn unpack<'de, D: Deserializer<'de>, K>(
+    deserializer: D,
+    keep: Keep,
+) -> Result<Unpacked<K>, D::Error> {
+    let Value::Object(mut rest) = Pruned(keep).deserialize(deserializer)? else {
+        return Err(D::Error::custom("an object is not a JSON object"));
+    };
+    // Without readable metadata the object cannot even be named: the apiserver never sends
+    // one, so that stays an error of the list.
+    let meta = ObjectMeta::deserialize(rest.remove("metadata").unwrap_or(Value::Null))
+        .map_err(D::Error::custom)?;
+    Ok(Unpacked {
+        meta,
+        rest,
+        kind: PhantomData,
+    })
+}
+
+/// A JSON value read as [`Keep`] says: what it leaves out is skipped by the parser.
+struct Pruned(Keep);
+
+impl<'de> DeserializeSeed<'de> for Pruned {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        match self.0 {
+            Keep::All => Value::deserialize(deserializer),
+            _ => deserializer.deserialize_any(self),
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for Pruned {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut kept = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            match self.0.member(&key) {
+                Keep::Nothing => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+                keep => {
+                    kept.insert(key, map.next_value_seed(Pruned(keep))?);
+                }
+            }
+        }
+        Ok(Value::Object(kept))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let keep = self.0.item();
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        while let Some(item) = seq.next_element_seed(Pruned(keep))? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(value.to_owned()))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
     }
 }
 
@@ -280,6 +437,35 @@ mod tests {
                 "{metadata}, nothing else"
             );
         }
+    }
+
+    #[test]
+    fn what_a_store_leaves_out_is_skipped_while_parsing() {
+        const KEEP: Keep = Keep::only(&[
+            ("a", Keep::within(&[("b", Keep::Nothing)])),
+            ("list", Keep::Items(&Keep::only(&[("x", Keep::All)]))),
+        ]);
+        let read = |json: &str| {
+            Pruned(KEEP)
+                .deserialize(&mut serde_json::Deserializer::from_str(json))
+                .unwrap_or_else(|e| panic!("{json}: {e}"))
+        };
+        assert_eq!(
+            read(
+                r#"{"a": {"b": [1, {"c": 2}], "c": 1.5, "d": null}, "list": [{"x": -1, "y": 2}, 3], "z": {"deep": true}}"#
+            ),
+            json!({"a": {"c": 1.5, "d": null}, "list": [{"x": -1}, 3]})
+        );
+        // A value not shaped as expected is kept whole.
+        assert_eq!(
+            read(r#"{"a": ["b"], "list": {"y": "text"}}"#),
+            json!({"a": ["b"], "list": {"y": "text"}})
+        );
+        let mut bad = serde_json::Deserializer::from_str(r#"{"z": [1, }"#);
+        assert!(
+            Pruned(KEEP).deserialize(&mut bad).is_err(),
+            "what is skipped is still JSON"
+        );
     }
 
     #[test]

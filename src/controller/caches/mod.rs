@@ -25,7 +25,7 @@ use serde_json::{Map, Value};
 use creation_failures::CreationFailures;
 
 use super::Shutdown;
-use super::packed::{Packed, Projection, Unpacked, pack_event};
+use super::packed::{Keep, Kept, Packed, Projection, Unpacked, pack_event};
 use crate::api::limits::MAX_TOTAL_REPLICAS;
 use crate::api::trainer::TrainJob;
 use crate::compile::{MANAGED_BY, OPERATOR_NAME, REPLICA_TYPE, TRAINSET};
@@ -302,25 +302,34 @@ impl Listing {
 /// gates); the per-replicated-job counts only of a TrainJob's (v1 status never reads them); and
 /// the conditions statuses read. The JobSet controller's `Suspended` and startup-policy conditions
 /// would otherwise wake a reconcile per JobSet, 10,000 of them for 10,000 suspended jobs.
+impl Kept for JobSet {
+    const KEPT: Keep = {
+        const RESUMABLE: Keep = Keep::only(&[
+            ("nodeSelector", Keep::All),
+            ("tolerations", Keep::All),
+            ("schedulingGates", Keep::All),
+        ]);
+        const POD_TEMPLATE: Keep = Keep::within(&[("spec", RESUMABLE)]);
+        const JOB_TEMPLATE: Keep =
+            Keep::within(&[("spec", Keep::within(&[("template", POD_TEMPLATE)]))]);
+        const REPLICATED_JOB: Keep = Keep::within(&[("template", JOB_TEMPLATE)]);
+        Keep::within(&[
+            ("metadata", Keep::METADATA),
+            (
+                "spec",
+                Keep::within(&[("replicatedJobs", Keep::Items(&REPLICATED_JOB))]),
+            ),
+        ])
+    };
+}
+
+/// What only a JobSet's values say it keeps: its status, as above.
 fn project_jobset(meta: &mut ObjectMeta, jobset: &mut Map<String, Value>) {
-    const RESUMABLE: [&str; 3] = ["nodeSelector", "tolerations", "schedulingGates"];
     const READ: [&str; 3] = [
         jobset_condition::COMPLETED,
         jobset_condition::FAILED,
         jobset_condition::RESTARTING,
     ];
-    let replicated = jobset
-        .get_mut("spec")
-        .and_then(|spec| spec.get_mut("replicatedJobs"))
-        .and_then(Value::as_array_mut);
-    for replicated in replicated.into_iter().flatten() {
-        let pod = replicated
-            .pointer_mut("/template/spec/template/spec")
-            .and_then(Value::as_object_mut);
-        if let Some(pod) = pod {
-            pod.retain(|field, _| RESUMABLE.contains(&field.as_str()));
-        }
-    }
     let Some(status) = jobset.get_mut("status").and_then(Value::as_object_mut) else {
         return;
     };
@@ -356,6 +365,11 @@ fn without_zero_status(object: &mut Map<String, Value>) {
 /// Of a Job, what reconciles and routing read: its name, the labels that say whose pods and which
 /// restart attempt, its pod counts and whether it finished. The rest (pod template, annotations,
 /// other conditions) is most of a Job's size, and changes of it wake nothing.
+impl Kept for Job {
+    const KEPT: Keep = Keep::only(&[("metadata", Keep::METADATA), ("status", Keep::All)]);
+}
+
+/// What only a Job's values say it keeps: its labels and status, as above.
 fn project_job(meta: &mut ObjectMeta, job: &mut Map<String, Value>) {
     const LABELS: [&str; 4] = [
         REPLICA_TYPE,
@@ -377,8 +391,8 @@ fn project_job(meta: &mut ObjectMeta, job: &mut Map<String, Value>) {
         labels,
         ..ObjectMeta::default()
     };
-    job.retain(|field, value| field == "status" && value.is_object());
     let Some(status) = job.get_mut("status").and_then(Value::as_object_mut) else {
+        job.remove("status");
         return;
     };
     let finished = status
@@ -408,7 +422,7 @@ async fn watch<T>(
     (mut routes, keeping): (Senders<T>, Keeping<T>),
     shutdown: Shutdown,
 ) where
-    T: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    T: Resource<DynamicType = ()> + Kept + DeserializeOwned + Send + Sync + 'static,
 {
     let store = writer.as_reader();
     let managed = listing.config().labels(&format!("{MANAGED_BY}={TRAINSET}"));
@@ -488,7 +502,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn packed<T>(object: Value, project: Projection) -> Packed<T> {
+    fn packed<T: Kept>(object: Value, project: Projection) -> Packed<T> {
         serde_json::from_value::<Unpacked<T>>(object)
             .unwrap_or_else(|e| panic!("unpacking: {e}"))
             .pack(project)
