@@ -6,8 +6,8 @@
 //! Needs `e2e/cluster up`; `e2e/bench` builds trainset (release, unless told otherwise), and runs
 //! this with `TRAINSET_BIN` naming the binary measured.
 //! Usage: `bench [--jobs N] [--peers] [--steady N] [--hold SECONDS] [--limit SECONDS]
-//! [--warmup N]` (defaults: 1000 jobs, no peers, 10000 steady jobs held 60 s, a warm-up of 200
-//! jobs).
+//! [--warmup N] [--trials N]` (defaults: 1000 jobs, no peers, 10000 steady jobs held 60 s, a
+//! warm-up of 200 jobs, 3 trials of trainset against the floor).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -82,6 +82,7 @@ const CONTROL_PLANE: [&str; 7] = [
 struct Args {
     jobs: usize,
     warmup: usize,
+    trials: usize,
     peers: bool,
     steady: usize,
     hold: u64,
@@ -92,6 +93,7 @@ fn args() -> Args {
     let mut args = Args {
         jobs: 1000,
         warmup: 200,
+        trials: 3,
         peers: false,
         steady: 10_000,
         hold: 60,
@@ -108,12 +110,13 @@ fn args() -> Args {
         match flag.as_str() {
             "--jobs" => args.jobs = number("--jobs") as usize,
             "--warmup" => args.warmup = number("--warmup") as usize,
+            "--trials" => args.trials = (number("--trials") as usize).max(1),
             "--steady" => args.steady = number("--steady") as usize,
             "--hold" => args.hold = number("--hold"),
             "--limit" => args.limit = number("--limit"),
             "--peers" => args.peers = true,
             other => panic!(
-                "unknown argument {other:?}; usage: bench [--jobs N] [--peers] [--steady N] [--hold SECONDS] [--limit SECONDS] [--warmup N]"
+                "unknown argument {other:?}; usage: bench [--jobs N] [--peers] [--steady N] [--hold SECONDS] [--limit SECONDS] [--warmup N] [--trials N]"
             ),
         }
     }
@@ -329,11 +332,12 @@ fn component_pid(component: &str) -> Option<u32> {
 }
 
 fn control_plane_cpu() -> f64 {
-    CONTROL_PLANE
-        .iter()
-        .filter_map(|c| component_pid(c))
-        .map(cpu_seconds)
-        .sum()
+    control_plane_cpu_by_component().iter().sum()
+}
+
+/// CPU seconds of each of [`CONTROL_PLANE`], in that order (0 for one not running).
+fn control_plane_cpu_by_component() -> [f64; CONTROL_PLANE.len()] {
+    CONTROL_PLANE.map(|c| component_pid(c).map_or(0.0, cpu_seconds))
 }
 
 /// API requests one user made, counted by the apiserver's audit log.
@@ -391,6 +395,8 @@ struct Run {
     /// The operator's CPU seconds and peak RSS (MiB), and what it asked the apiserver.
     operator: Option<(f64, f64, Requests)>,
     control_plane_cpu: f64,
+    /// The same, by component of [`CONTROL_PLANE`]: where an operator's extra cost lands.
+    control_plane_cpu_by_component: [f64; CONTROL_PLANE.len()],
 }
 
 /// Many live suspended jobs held still.
@@ -495,7 +501,7 @@ async fn run_jobs(client: &Client, system: &System, jobs: usize) -> Run {
     };
     let audit = Audit::mark();
     let operator_cpu = system.operator.map(|(pid, _)| cpu_seconds(pid));
-    let control_plane = control_plane_cpu();
+    let control_plane = control_plane_cpu_by_component();
     let start = Instant::now();
     let (submitted, exists, done) = tokio::join!(
         async {
@@ -505,7 +511,10 @@ async fn run_jobs(client: &Client, system: &System, jobs: usize) -> Run {
         observe(exists_api, start, jobs, needed, mark),
         observe(api.clone(), start, jobs, 1, system.done),
     );
-    let control_plane_cpu = control_plane_cpu() - control_plane;
+    let mut control_plane_cpu_by_component = control_plane_cpu_by_component();
+    for (after, before) in control_plane_cpu_by_component.iter_mut().zip(control_plane) {
+        *after -= before;
+    }
     let operator = system
         .operator
         .zip(operator_cpu)
@@ -523,7 +532,8 @@ async fn run_jobs(client: &Client, system: &System, jobs: usize) -> Run {
         exists,
         done,
         operator,
-        control_plane_cpu,
+        control_plane_cpu: control_plane_cpu_by_component.iter().sum(),
+        control_plane_cpu_by_component,
     };
     progress(&run);
     run
@@ -729,11 +739,62 @@ fn peer_pid(peer: &str) -> u32 {
     component_pid(peer).unwrap_or_else(|| panic!("no pid recorded for {peer}"))
 }
 
-fn print_table(runs: &[Run], steady: &[Steady], jobs: usize) {
+/// trainset's times over the floor's, trial by trial: when the last JobSet existed and when the
+/// last job finished.
+struct Ratios {
+    exists: Vec<f64>,
+    done: Vec<f64>,
+}
+
+impl Ratios {
+    /// Of trials each holding trainset's run, then the floor's.
+    fn of(trials: &[Vec<Run>]) -> Self {
+        let ratio = |pair: &[Run], time: fn(&Run) -> f64| match pair {
+            [trainset, direct] => time(trainset) / time(direct),
+            _ => f64::NAN,
+        };
+        Self {
+            exists: trials
+                .iter()
+                .map(|p| ratio(p, |r| r.exists.last()))
+                .collect(),
+            done: trials.iter().map(|p| ratio(p, |r| r.done.last())).collect(),
+        }
+    }
+
+    /// The index of the middle one of `values` (the lower middle of an even count).
+    fn middle(values: &[f64]) -> usize {
+        let mut order: Vec<usize> = (0..values.len()).collect();
+        order.sort_by(|&a, &b| values[a].total_cmp(&values[b]));
+        order[(order.len() - 1) / 2]
+    }
+
+    /// The trial whose finished ratio is the median: the one the table shows.
+    fn median_trial(&self) -> usize {
+        Self::middle(&self.done)
+    }
+
+    fn median(values: &[f64]) -> f64 {
+        values[Self::middle(values)]
+    }
+
+    fn list(values: &[f64]) -> String {
+        let each: Vec<String> = values.iter().map(|v| format!("{v:.2}")).collect();
+        each.join(",")
+    }
+}
+
+fn print_table(runs: &[Run], steady: &[Steady], jobs: usize, ratios: &Ratios) {
     let cell = |s: String| format!("{s:>18}");
     let header: String = runs.iter().map(|r| cell(r.label.to_owned())).collect();
     println!(
         "\n{jobs} PyTorchJobs (1 Master + 3 Workers; pods complete after 1 s + jitter), {IN_FLIGHT} creations in flight"
+    );
+    println!(
+        "trainset and direct: trial {} of {} (the median finished ratio; each trial's: {})",
+        ratios.median_trial() + 1,
+        ratios.done.len(),
+        Ratios::list(&ratios.done)
     );
     println!("{:<40}{header}", "");
     let row = |label: &str, value: &dyn Fn(&Run) -> String| {
@@ -809,19 +870,18 @@ fn print_table(runs: &[Run], steady: &[Steady], jobs: usize) {
     }
 }
 
-fn print_keys(runs: &[Run], steady: &[Steady], jobs: usize) {
+fn print_keys(runs: &[Run], steady: &[Steady], jobs: usize, ratios: &Ratios) {
     let find = |label: &str| runs.iter().find(|r| r.label == label);
     let per_job = |n: usize| n as f64 / jobs as f64;
     let mut keys: Vec<(String, String)> = Vec::new();
-    if let (Some(direct), Some(trainset)) = (find("direct"), find("trainset")) {
-        let ratio = |a: f64, b: f64| format!("{:.2}", a / b);
+    for (name, values) in [("exists", &ratios.exists), ("done", &ratios.done)] {
         keys.push((
-            "ratio_exists_vs_direct".into(),
-            ratio(trainset.exists.last(), direct.exists.last()),
+            format!("ratio_{name}_vs_direct"),
+            format!("{:.2}", Ratios::median(values)),
         ));
         keys.push((
-            "ratio_done_vs_direct".into(),
-            ratio(trainset.done.last(), direct.done.last()),
+            format!("ratio_{name}_vs_direct_trials"),
+            Ratios::list(values),
         ));
     }
     for (prefix, label) in [
@@ -909,19 +969,13 @@ async fn main() {
         say!("warm-up: {} jobs of the floor, not measured", args.warmup);
         run_jobs(&client, &warmup, args.warmup).await;
     }
-    let process = Operator::start(&client, "trainset").await;
     let trainset = System {
         label: "trainset",
-        operator: Some((process.pid(), TRAINSET_USER)),
+        operator: None,
         manifest: pytorchjob,
         done: succeeded,
         exists_pods: false,
     };
-    runs.push(run_jobs(&client, &trainset, args.jobs).await);
-    // The floor right after, on the control plane as trainset's run left it, with trainset
-    // stopped (its watches would read the floor's JobSets); a fresh process holds the steady
-    // state.
-    process.stop().await;
     let direct = System {
         label: "direct",
         operator: None,
@@ -929,7 +983,33 @@ async fn main() {
         done: completed,
         exists_pods: false,
     };
-    runs.push(run_jobs(&client, &direct, args.jobs).await);
+    // trainset and the floor take turns, in the order trainset, floor, floor, trainset, …: the
+    // same jobs' control plane CPU has varied by a fifth between runs an hour apart on this
+    // machine, which one pair cannot tell from trainset's cost. Each trainset run is a fresh
+    // process, stopped before the floor's (its watches would read the floor's JobSets).
+    let mut trials = Vec::new();
+    for trial in 0..args.trials {
+        say!("trial {} of {}", trial + 1, args.trials);
+        let mut pair = Vec::new();
+        for floor in [trial % 2 == 1, trial % 2 == 0] {
+            if floor {
+                pair.push(run_jobs(&client, &direct, args.jobs).await);
+            } else {
+                let process = Operator::start(&client, "trainset").await;
+                let measured = System {
+                    operator: Some((process.pid(), TRAINSET_USER)),
+                    ..trainset
+                };
+                pair.push(run_jobs(&client, &measured, args.jobs).await);
+                process.stop().await;
+            }
+        }
+        pair.sort_by_key(|run| run.label != "trainset");
+        trials.push(pair);
+    }
+    let ratios = Ratios::of(&trials);
+    let median = ratios.median_trial();
+    runs.extend(trials.swap_remove(median));
     let process = Operator::start(&client, "trainset").await;
     let trainset = System {
         operator: Some((process.pid(), TRAINSET_USER)),
@@ -961,11 +1041,13 @@ async fn main() {
         steady.extend(steady_state(&client, &trainer, peer, args.steady, args.hold).await);
     }
 
-    print_table(&runs, &steady, args.jobs);
-    print_keys(&runs, &steady, args.jobs);
+    print_table(&runs, &steady, args.jobs, &ratios);
+    print_keys(&runs, &steady, args.jobs, &ratios);
     // A peer that does not finish is a figure; trainset or the floor not finishing is a failure.
-    let unfinished: Vec<&str> = runs
+    let unfinished: Vec<&str> = trials
         .iter()
+        .flatten()
+        .chain(&runs)
         .filter(|r| matches!(r.label, "trainset" | "direct"))
         .filter(|r| !(r.exists.complete() && r.done.complete()))
         .map(|r| r.label)
@@ -987,12 +1069,18 @@ fn progress(run: &Run) {
             requests.events
         )
     });
+    let components: Vec<String> = CONTROL_PLANE
+        .iter()
+        .zip(run.control_plane_cpu_by_component)
+        .map(|(component, cpu)| format!("{component} {cpu:.1}"))
+        .collect();
     say!(
-        "{}: submitted in {:.1} s, exists {}, finished {}, control plane CPU {:.1} s{operator}",
+        "{}: submitted in {:.1} s, exists {}, finished {}, control plane CPU {:.1} s ({}){operator}",
         run.label,
         run.submitted,
         run.exists.describe(),
         run.done.describe(),
-        run.control_plane_cpu
+        run.control_plane_cpu,
+        components.join(", ")
     );
 }
