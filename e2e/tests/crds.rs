@@ -101,3 +101,74 @@ async fn the_trainer_crds_are_accepted() {
             .unwrap_or_else(|e| panic!("{name} refused: {e}"));
     }
 }
+
+/// A running job's replica counts are fixed, but for the Worker of an elastic job within its
+/// bounds; a suspended job may change any. Through the scale subresource, as `kubectl scale` and
+/// an HPA change them.
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn replicas_change_only_within_elastic_bounds_or_while_suspended() {
+    let client = client().await;
+    install_crds(&client).await;
+    let ns = TestNamespace::create(&client, "resize").await;
+    let elastic = job(
+        "PyTorchJob",
+        "elastic",
+        json!({"elasticPolicy": {"minReplicas": 2, "maxReplicas": 4},
+               "pytorchReplicaSpecs": {"Worker": replica(2, "pytorch")}}),
+    );
+    let fixed = job(
+        "JAXJob",
+        "fixed",
+        json!({"jaxReplicaSpecs": {"Worker": replica(2, "jax")}}),
+    );
+    let suspended = job(
+        "PaddleJob",
+        "suspended",
+        json!({"runPolicy": {"suspend": true},
+               "paddleReplicaSpecs": {"Worker": replica(2, "paddle")}}),
+    );
+    let scale = |replicas: i64| json!({"spec": {"replicas": replicas}});
+    for manifest in [&elastic, &fixed, &suspended] {
+        let api = dynamic_api(&client, manifest, Some(&ns.name));
+        let object = serde_json::from_value(manifest.clone()).expect("object");
+        api.create(&PostParams::default(), &object)
+            .await
+            .expect("created");
+    }
+    let refused = "replicas of a running job";
+    for (manifest, replicas, allowed) in [
+        (&elastic, 4, true),
+        (&elastic, 3, true),
+        (&elastic, 5, false),
+        (&elastic, 1, false),
+        (&fixed, 3, false),
+        (&suspended, 5, true),
+    ] {
+        let api = dynamic_api(&client, manifest, Some(&ns.name));
+        let name = manifest["metadata"]["name"].as_str().unwrap_or_default();
+        let result = api
+            .patch_scale(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(&scale(replicas)),
+            )
+            .await;
+        match (result, allowed) {
+            (Ok(scaled), true) => {
+                assert_eq!(scaled.spec.and_then(|s| s.replicas), Some(replicas as i32))
+            }
+            (Err(error), false) => {
+                let error = error.to_string();
+                assert!(error.contains(refused), "{name} to {replicas}: {error}");
+                assert!(
+                    error.contains("ReplicaSpecs"),
+                    "the field is named: {error}"
+                );
+            }
+            (Ok(_), false) => panic!("{name} scaled to {replicas}: should be refused"),
+            (Err(error), true) => panic!("{name} to {replicas} refused: {error}"),
+        }
+    }
+    ns.delete().await;
+}

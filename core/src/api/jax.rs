@@ -8,6 +8,11 @@ use super::{
 training_kind! {
     /// A distributed JAX training job: Workers only; worker 0 is the coordinator.
     kind = "JAXJob", version = "v1", plural = "jaxjobs", shortname = "jaxjob";
+    #[kube(scale(
+        spec_replicas_path = ".spec.jaxReplicaSpecs.Worker.replicas",
+        status_replicas_path = ".status.replicaStatuses.Worker.active",
+        label_selector_path = ".status.replicaStatuses.Worker.selector"
+    ))]
     pub struct JAXJobSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub run_policy: Option<RunPolicy>,

@@ -45,6 +45,9 @@ pub trait TrainingJob:
     const DEFAULT_CONTAINER: Option<&'static str>;
     /// `runPolicy.managedBy` values the CRD accepts; the first one is trainset's.
     const MANAGED_BY_VALUES: &'static [&'static str];
+    /// Whether the kind has `elasticPolicy`: a running job's Worker count may then change within
+    /// its bounds, and trainset resizes the Worker Job in place.
+    const ELASTIC: bool = false;
 
     fn replica_specs(&self) -> &ReplicaSpecs;
     fn run_policy(&self) -> Option<&RunPolicy>;

@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    JobStatus, MULTIKUEUE, ReplicaSpecs, Rule, RunPolicy, TRAINING_OPERATOR, TrainingJob,
+    JobStatus, MULTIKUEUE, ReplicaSpecs, RunPolicy, TRAINING_OPERATOR, TrainingJob,
     training_job_accessors, training_kind,
 };
 
@@ -13,6 +13,11 @@ training_kind! {
     /// A distributed PaddlePaddle training job: Workers only (collective mode) or Master and Workers
     /// (parameter-server mode).
     kind = "PaddleJob", version = "v1", plural = "paddlejobs", shortname = "paddlejob";
+    #[kube(scale(
+        spec_replicas_path = ".spec.paddleReplicaSpecs.Worker.replicas",
+        status_replicas_path = ".status.replicaStatuses.Worker.active",
+        label_selector_path = ".status.replicaStatuses.Worker.selector"
+    ))]
     pub struct PaddleJobSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub run_policy: Option<RunPolicy>,
@@ -45,14 +50,7 @@ impl TrainingJob for PaddleJob {
     const REPLICA_TYPES: &'static [&'static str] = &["Master", "Worker"];
     const DEFAULT_CONTAINER: Option<&'static str> = Some("paddle");
     const MANAGED_BY_VALUES: &'static [&'static str] = &[TRAINING_OPERATOR, MULTIKUEUE];
+    const ELASTIC: bool = true;
 
     training_job_accessors!(paddle_replica_specs);
-
-    fn extra_rules() -> Vec<Rule> {
-        vec![Rule::on_field(
-            "elasticPolicy",
-            "!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
-            "minReplicas must not exceed maxReplicas",
-        )]
-    }
 }

@@ -110,6 +110,7 @@ impl TrainingJob for PyTorchJob {
     const REPLICA_TYPES: &'static [&'static str] = &["Master", "Worker"];
     const DEFAULT_CONTAINER: Option<&'static str> = Some("pytorch");
     const MANAGED_BY_VALUES: &'static [&'static str] = &[TRAINING_OPERATOR, MULTIKUEUE];
+    const ELASTIC: bool = true;
 
     training_job_accessors!(pytorch_replica_specs);
 
@@ -141,11 +142,6 @@ impl TrainingJob for PyTorchJob {
                 &format!(
                     "nprocPerNode must be auto, cpu, gpu or a number from 1 to {MAX_PROCS_PER_NODE}"
                 ),
-            ),
-            Rule::on_field(
-                "elasticPolicy",
-                "!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
-                "minReplicas must not exceed maxReplicas",
             ),
         ]
     }

@@ -141,6 +141,14 @@ fn common_rules<K: TrainingJob>() -> Vec<Rule> {
             "runPolicy.managedBy is immutable",
         ),
     ];
+    rules.push(resize_rule::<K>());
+    if K::ELASTIC {
+        rules.push(Rule::new(
+            Place::SpecField("elasticPolicy".to_owned()),
+            "!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
+            "minReplicas must not exceed maxReplicas",
+        ));
+    }
     if let Some(container) = K::DEFAULT_CONTAINER {
         rules.push(Rule::new(
             Place::EachReplicaSpec,
@@ -151,6 +159,49 @@ fn common_rules<K: TrainingJob>() -> Vec<Rule> {
         ));
     }
     rules
+}
+
+/// A job's replica counts are fixed once it runs (its JobSet is made from them), but for the
+/// Worker of an elastic job, which trainset resizes in place between the bounds v1 gives
+/// `elasticPolicy`: `minReplicas` and `maxReplicas`, each defaulting to the other, and both to the
+/// Worker count. A suspended job may change any count: it takes effect when the job resumes.
+fn resize_rule<K: TrainingJob>() -> Rule {
+    let field = K::REPLICA_SPECS_FIELD;
+    let count =
+        |side: &str| format!("(has({side}.{field}[k].replicas) ? {side}.{field}[k].replicas : 1)");
+    let (new, old) = (count("self"), count("oldSelf"));
+    let elastic = if K::ELASTIC {
+        let bound = |name: &str, other: &str| {
+            format!(
+                "(has(self.elasticPolicy.{name}) ? self.elasticPolicy.{name} : \
+                 has(self.elasticPolicy.{other}) ? self.elasticPolicy.{other} : {old})"
+            )
+        };
+        format!(
+            " || (k.lowerAscii() == 'worker' && has(self.elasticPolicy) && {new} >= {} && {new} <= {})",
+            bound("minReplicas", "maxReplicas"),
+            bound("maxReplicas", "minReplicas")
+        )
+    } else {
+        String::new()
+    };
+    let message = if K::ELASTIC {
+        "replicas of a running job change only for the Worker of an elastic job (elasticPolicy), \
+         between elasticPolicy.minReplicas and elasticPolicy.maxReplicas; suspend the job to \
+         change the others"
+    } else {
+        "replicas of a running job do not change; suspend the job to change them"
+    };
+    Rule::new(
+        Place::Spec {
+            field_path: Some(format!(".{field}")),
+        },
+        format!(
+            "(has(oldSelf.runPolicy) && has(oldSelf.runPolicy.suspend) && oldSelf.runPolicy.suspend) || \
+             self.{field}.all(k, !(k in oldSelf.{field}) || {new} == {old}{elastic})"
+        ),
+        message,
+    )
 }
 
 /// Adds the kind's CEL rules, the replica-spec map bounds, the allowed `managedBy` values and the
