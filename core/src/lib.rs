@@ -12,6 +12,7 @@ pub mod kinds;
 pub mod plan;
 pub mod pod_labels;
 pub mod quantity;
+pub mod resize;
 pub mod run_policy;
 pub mod status;
 pub mod suspend;

@@ -762,3 +762,92 @@ async fn clean_pod_policy_deletes_finished_pods_only_when_asked() {
     );
     ns.delete().await;
 }
+
+/// An elastic Worker-only PyTorchJob scaled 2 → 4 → 3 through its scale subresource, as
+/// `kubectl scale` does: the Worker Job grows and shrinks in place (JobSet's ElasticJobSet), the
+/// pods it keeps are the same pods (same UIDs), and the status counts follow. Past maxReplicas
+/// the scale is refused.
+#[tokio::test]
+#[ignore = "needs the local control plane: e2e/cluster up"]
+async fn an_elastic_job_is_resized_in_place() {
+    use std::collections::BTreeMap;
+    let (client, ns) = setup("elastic").await;
+    let manifest = job(
+        "PyTorchJob",
+        "elastic",
+        "pytorch",
+        &[("Worker", 2)],
+        json!({"elasticPolicy": {"minReplicas": 1, "maxReplicas": 4}}),
+        delay(600),
+    );
+    let api = create(&client, &ns.name, &manifest).await;
+    wait_state(&api, "elastic", "Running", Duration::from_secs(60)).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    // The running pods by completion index, once there are `count` of them and no others.
+    let running = |count: usize| {
+        let pods = pods.clone();
+        async move {
+            let list = pods
+                .list(&ListParams::default().labels("training.kubeflow.org/job-name=elastic"))
+                .await
+                .ok()?;
+            let live: BTreeMap<String, String> = list
+                .items
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .map(|p| {
+                    let index = p.labels().get("batch.kubernetes.io/job-completion-index");
+                    (
+                        index.cloned().unwrap_or_default(),
+                        p.uid().unwrap_or_default(),
+                    )
+                })
+                .collect();
+            (live.len() == count && list.items.len() == count).then_some(live)
+        }
+    };
+    let mut before = wait_for(Duration::from_secs(60), "2 running workers", || running(2)).await;
+    for workers in [4_usize, 3] {
+        let scale = json!({"spec": {"replicas": workers}});
+        api.patch_scale("elastic", &PatchParams::default(), &Patch::Merge(&scale))
+            .await
+            .unwrap_or_else(|e| panic!("scale to {workers}: {e}"));
+        let after = wait_for(
+            Duration::from_secs(90),
+            &format!("{workers} running workers"),
+            || running(workers),
+        )
+        .await;
+        for (index, uid) in &before {
+            if index.parse::<usize>().is_ok_and(|i| i < workers) {
+                assert_eq!(after.get(index), Some(uid), "worker {index} kept running");
+            }
+        }
+        let expected: Vec<String> = (0..workers).map(|i| i.to_string()).collect();
+        assert_eq!(after.keys().cloned().collect::<Vec<_>>(), expected);
+        wait_for(
+            Duration::from_secs(60),
+            &format!("status counting {workers} active workers"),
+            || async {
+                let job = api.get("elastic").await.ok()?;
+                let active = &job.data["status"]["replicaStatuses"]["Worker"]["active"];
+                (active.as_u64() == Some(workers as u64)).then_some(())
+            },
+        )
+        .await;
+        before = after;
+    }
+    let too_many = json!({"spec": {"replicas": 5}});
+    let refused = api
+        .patch_scale("elastic", &PatchParams::default(), &Patch::Merge(&too_many))
+        .await
+        .expect_err("past maxReplicas");
+    assert!(
+        refused.to_string().contains("pytorchReplicaSpecs"),
+        "the field is named: {refused}"
+    );
+    let job = api.get("elastic").await.expect("job");
+    assert_eq!(job.data["status"]["state"], "Running");
+    ns.delete().await;
+}

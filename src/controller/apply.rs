@@ -48,6 +48,7 @@ pub async fn apply<K: Served>(
     let Plan {
         create: to_create,
         suspend: suspend_write,
+        resize,
         status,
         delete_jobset,
         clean_pods: clean,
@@ -68,6 +69,16 @@ pub async fn apply<K: Served>(
             Applied::Done => {}
             other => return Ok(other),
         }
+    }
+    if let Some(patch) = resize {
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..Default::default()
+        };
+        jobsets
+            .patch(&name, &params, &Patch::Json::<()>(patch.clone()))
+            .await
+            .map_err(kube_error("resizing the Worker Job of JobSet", &name))?;
     }
     if let Some(status) = status {
         write_status::<K>(job.meta(), namespace, status, ctx).await?;

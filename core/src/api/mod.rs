@@ -54,6 +54,11 @@ pub trait TrainingJob:
     fn job_status(&self) -> Option<&JobStatus>;
     fn set_job_status(&mut self, status: JobStatus);
 
+    /// Whether this job sets `elasticPolicy` (only kinds with [`TrainingJob::ELASTIC`] can).
+    fn is_elastic(&self) -> bool {
+        false
+    }
+
     /// CEL rules beyond the ones every kind shares, each placed at a schema path.
     fn extra_rules() -> Vec<Rule> {
         Vec::new()

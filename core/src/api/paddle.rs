@@ -52,5 +52,9 @@ impl TrainingJob for PaddleJob {
     const MANAGED_BY_VALUES: &'static [&'static str] = &[TRAINING_OPERATOR, MULTIKUEUE];
     const ELASTIC: bool = true;
 
+    fn is_elastic(&self) -> bool {
+        self.spec.elastic_policy.is_some()
+    }
+
     training_job_accessors!(paddle_replica_specs);
 }

@@ -112,6 +112,10 @@ impl TrainingJob for PyTorchJob {
     const MANAGED_BY_VALUES: &'static [&'static str] = &[TRAINING_OPERATOR, MULTIKUEUE];
     const ELASTIC: bool = true;
 
+    fn is_elastic(&self) -> bool {
+        self.spec.elastic_policy.is_some()
+    }
+
     training_job_accessors!(pytorch_replica_specs);
 
     fn extra_rules() -> Vec<Rule> {

@@ -162,7 +162,8 @@ fn common_rules<K: TrainingJob>() -> Vec<Rule> {
 }
 
 /// A job's replica counts are fixed once it runs (its JobSet is made from them), but for the
-/// Worker of an elastic job, which trainset resizes in place between the bounds v1 gives
+/// Worker of an elastic job without a Master (`crate::resize`), which trainset resizes in place
+/// between the bounds v1 gives
 /// `elasticPolicy`: `minReplicas` and `maxReplicas`, each defaulting to the other, and both to the
 /// Worker count. A suspended job may change any count: it takes effect when the job resumes.
 fn resize_rule<K: TrainingJob>() -> Rule {
@@ -178,7 +179,8 @@ fn resize_rule<K: TrainingJob>() -> Rule {
             )
         };
         format!(
-            " || (k.lowerAscii() == 'worker' && has(self.elasticPolicy) && {new} >= {} && {new} <= {})",
+            " || (k.lowerAscii() == 'worker' && has(self.elasticPolicy) && \
+             !self.{field}.exists(j, j.lowerAscii() == 'master') && {new} >= {} && {new} <= {})",
             bound("minReplicas", "maxReplicas"),
             bound("maxReplicas", "minReplicas")
         )
@@ -186,9 +188,9 @@ fn resize_rule<K: TrainingJob>() -> Rule {
         String::new()
     };
     let message = if K::ELASTIC {
-        "replicas of a running job change only for the Worker of an elastic job (elasticPolicy), \
-         between elasticPolicy.minReplicas and elasticPolicy.maxReplicas; suspend the job to \
-         change the others"
+        "replicas of a running job change only for the Worker of an elastic job (elasticPolicy) \
+         without a Master, between elasticPolicy.minReplicas and elasticPolicy.maxReplicas; \
+         suspend the job to change the others"
     } else {
         "replicas of a running job do not change; suspend the job to change them"
     };

@@ -48,8 +48,8 @@ pub struct Facts<'a, K> {
     pub creation_failure: Option<String>,
 }
 
-/// A change of replica counts alone is written at most this often; a change of condition, state
-/// or restarts at once, with the counts of that moment. A job's pods start and end one by one,
+/// A change of replica counts alone is written at most this often (an elastic job's at once); a
+/// change of condition, state or restarts at once, with the counts of that moment. A job's pods start and end one by one,
 /// and each would be a write: a job that runs for less than this after `Running` is written once
 /// per state it passes through. Two minutes covers the longest `Running` → `Succeeded` of 1,000
 /// jobs arriving at once on two cores (72 s), where 30 s added 0.8 writes per job.
@@ -61,6 +61,8 @@ pub struct Plan {
     /// Objects to create: the auxiliary ones once, then the JobSet (server-side apply).
     pub create: Option<Compiled>,
     pub suspend: Option<SuspendWrite>,
+    /// The Worker Job of a running elastic job resized in place: a JSON patch of the JobSet.
+    pub resize: Option<json_patch::Patch>,
     /// The new status, when it differs from the stored one in more than timestamps.
     pub status: Option<JobStatus>,
     /// Delete the JobSet (foreground): the job ended before its JobSet did.
@@ -174,6 +176,9 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
     let created = match (facts.jobset, facts.compiled) {
         (Some(live), compiled) => {
             plan.suspend = suspend_write(job, live, compiled, facts.own_workload)?;
+            if plan.suspend.is_none() && !jobset_finished(live) {
+                plan.resize = crate::resize::patch(job, live);
+            }
             None
         }
         (None, Some(Ok(compiled))) => Some(compiled),
@@ -225,9 +230,11 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
     }
     let previous = previous.unwrap_or(&empty);
     if status::changed(previous, &next) {
+        // An elastic job's counts are what its scale subresource, and so its HPA, reads as the
+        // current size: they are written at once.
         let wait = facts
             .since_status_write
-            .filter(|_| status::only_counts_changed(previous, &next))
+            .filter(|_| !job.is_elastic() && status::only_counts_changed(previous, &next))
             .and_then(|since| COUNTS_INTERVAL.checked_sub(since))
             .filter(|wait| !wait.is_zero());
         match wait {

@@ -396,6 +396,17 @@ fn new_counts_alone_wait_for_the_interval_and_new_conditions_do_not() {
 }
 
 #[test]
+fn an_elastic_jobs_counts_are_written_at_once() {
+    let more = [job("master", 1, 0), job("worker", 1, 1)];
+    let mut elastic = pytorch(json!({}), running_status(0));
+    elastic.spec.elastic_policy = Some(Default::default());
+    let live = running_jobset();
+    let mut recent = facts(&elastic, Some(&live), &more, 3);
+    recent.since_status_write = Some(Duration::from_secs(2));
+    assert!(plan(recent).expect("plan").status.is_some());
+}
+
+#[test]
 fn suspending_is_trainsets_unless_kueue_queues_the_jobset() {
     let job = pytorch(json!({"suspend": true}), running_status(0));
     let own = running_jobset();
