@@ -163,9 +163,9 @@ fn common_rules<K: TrainingJob>() -> Vec<Rule> {
 
 /// A job's replica counts are fixed once it runs (its JobSet is made from them), but for the
 /// Worker of an elastic job without a Master (`crate::resize`), which trainset resizes in place
-/// between the bounds v1 gives
-/// `elasticPolicy`: `minReplicas` and `maxReplicas`, each defaulting to the other, and both to the
-/// Worker count. A suspended job may change any count: it takes effect when the job resumes.
+/// between the bounds v1 gives `elasticPolicy`: `minReplicas` and `maxReplicas`, each defaulting
+/// to the other, and both to the Worker count. A suspended job may change any count: it takes
+/// effect when the job resumes.
 fn resize_rule<K: TrainingJob>() -> Rule {
     let field = K::REPLICA_SPECS_FIELD;
     let count =

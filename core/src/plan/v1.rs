@@ -49,9 +49,9 @@ pub struct Facts<'a, K> {
 }
 
 /// A change of replica counts alone is written at most this often (an elastic job's at once); a
-/// change of condition, state or restarts at once, with the counts of that moment. A job's pods start and end one by one,
-/// and each would be a write: a job that runs for less than this after `Running` is written once
-/// per state it passes through. Two minutes covers the longest `Running` → `Succeeded` of 1,000
+/// change of condition, state or restarts at once, with the counts of that moment. A job's pods
+/// start and end one by one, and each would be a write: a job that runs for less than this after
+/// `Running` is written once per state it passes through. Two minutes covers the longest `Running` → `Succeeded` of 1,000
 /// jobs arriving at once on two cores (72 s), where 30 s added 0.8 writes per job.
 pub const COUNTS_INTERVAL: Duration = Duration::from_secs(120);
 
