@@ -96,13 +96,7 @@ mod tests {
     }
 
     fn compiled(manifest: Value) -> JobSet {
-        let options = Options {
-            default_namespace: None,
-            ssh_key: None,
-            cluster_domain: None,
-            gang_scheduler: None,
-        };
-        compile_manifest(manifest, &options)
+        compile_manifest(manifest, &Options::default())
             .map(|c| c.jobset)
             .unwrap_or_else(|e| panic!("compile: {e}"))
     }
