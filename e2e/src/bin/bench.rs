@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -539,6 +539,129 @@ async fn run_jobs(client: &Client, system: &System, jobs: usize) -> Run {
     run
 }
 
+/// The API work every v1-compatible operator adds to the floor, done alone: per job the
+/// PyTorchJob's creation, three status writes (server-side apply, as trainset writes them:
+/// `Created`, `Running`, `Succeeded`) and two events, `IN_FLIGHT` jobs at once, with no operator
+/// and no JobSet. Its control plane CPU is what trainset's runs can at least cost over the
+/// floor's: the part of their difference that trainset cannot write away.
+async fn writes_alone(client: &Client, jobs: usize) -> ([f64; CONTROL_PLANE.len()], f64) {
+    let ns = TestNamespace::create(client, "bench-writes-alone").await;
+    let manifest = pytorchjob(0, false);
+    let api = dynamic_api(client, &manifest, Some(&ns.name));
+    let events: Api<DynamicObject> = dynamic_api(
+        client,
+        &json!({"apiVersion": "v1", "kind": "Event"}),
+        Some(&ns.name),
+    );
+    let before = control_plane_cpu_by_component();
+    let start = Instant::now();
+    stream::iter(0..jobs)
+        .for_each_concurrent(IN_FLIGHT, |index| {
+            let (api, events, namespace) = (api.clone(), events.clone(), ns.name.clone());
+            async move {
+                let object: DynamicObject = serde_json::from_value(pytorchjob(index, false))
+                    .unwrap_or_else(|e| panic!("object: {e}"));
+                let created = api
+                    .create(&PostParams::default(), &object)
+                    .await
+                    .unwrap_or_else(|e| panic!("creating: {e}"));
+                let name = created.name_any();
+                let uid = created.uid().unwrap_or_default();
+                for (step, status) in reported_statuses(&name).into_iter().enumerate() {
+                    let body = json!({
+                        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                        "metadata": {"name": name, "uid": uid}, "status": status,
+                    });
+                    api.patch_status(
+                        &name,
+                        &PatchParams::apply("trainset").force(),
+                        &Patch::Apply(body),
+                    )
+                    .await
+                    .unwrap_or_else(|e| panic!("status of {name}: {e}"));
+                    if step != 1 {
+                        let event = event_on(&namespace, &name, &uid, step);
+                        let event: DynamicObject =
+                            serde_json::from_value(event).unwrap_or_else(|e| panic!("event: {e}"));
+                        events
+                            .create(&PostParams::default(), &event)
+                            .await
+                            .unwrap_or_else(|e| panic!("event on {name}: {e}"));
+                    }
+                }
+            }
+        })
+        .await;
+    let seconds = start.elapsed().as_secs_f64();
+    let mut cpu = control_plane_cpu_by_component();
+    for (after, before) in cpu.iter_mut().zip(before) {
+        *after -= before;
+    }
+    delete_and_wait(client, ns).await;
+    (cpu, seconds)
+}
+
+/// The statuses trainset writes for one bench job, in order, as it writes them.
+fn reported_statuses(name: &str) -> [Value; 3] {
+    let at = "2026-01-01T00:00:00Z";
+    let condition = |type_: &str, status: &str, reason: &str, message: String| {
+        json!({"type": type_, "status": status, "reason": reason, "message": message,
+               "lastUpdateTime": at, "lastTransitionTime": at})
+    };
+    let created = condition(
+        "Created",
+        "True",
+        "PyTorchJobCreated",
+        format!("PyTorchJob {name} is created."),
+    );
+    let running = |status: &str| {
+        condition(
+            "Running",
+            status,
+            "PyTorchJobRunning",
+            format!("PyTorchJob {name} is running."),
+        )
+    };
+    let selector = |role: &str| {
+        format!(
+            "training.kubeflow.org/job-name={name},training.kubeflow.org/operator-name=pytorchjob-controller,training.kubeflow.org/replica-type={role}"
+        )
+    };
+    let counts = |field: &str, master: u32, workers: u32| {
+        json!({"Master": {field: master, "selector": selector("master")},
+               "Worker": {field: workers, "selector": selector("worker")}})
+    };
+    [
+        json!({"conditions": [created], "replicaStatuses": counts("active", 0, 0)}),
+        json!({"conditions": [created, running("True")], "replicaStatuses": counts("active", 1, 3),
+               "startTime": at}),
+        json!({"conditions": [created, running("False"), condition("Succeeded", "True",
+               "PyTorchJobSucceeded", format!("PyTorchJob {name} is successfully completed."))],
+               "replicaStatuses": counts("succeeded", 1, 3), "startTime": at,
+               "completionTime": at}),
+    ]
+}
+
+/// The core/v1 Event trainset writes on a job's creation (`step` 0) or its success.
+fn event_on(namespace: &str, name: &str, uid: &str, step: usize) -> Value {
+    let at = "2026-01-01T00:00:00Z";
+    let (reason, message) = if step == 0 {
+        ("SuccessfulCreateJobSet", format!("Created JobSet {name}"))
+    } else {
+        (
+            "PyTorchJobSucceeded",
+            format!("PyTorchJob {name} is successfully completed."),
+        )
+    };
+    json!({"apiVersion": "v1", "kind": "Event",
+           "metadata": {"name": format!("{name}.{step}"), "namespace": namespace},
+           "involvedObject": {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                              "name": name, "namespace": namespace, "uid": uid},
+           "reason": reason, "message": message, "type": "Normal", "count": 1,
+           "firstTimestamp": at, "lastTimestamp": at,
+           "source": {"component": "trainset"}, "reportingComponent": "trainset"})
+}
+
 async fn steady_state(
     client: &Client,
     system: &System,
@@ -870,10 +993,26 @@ fn print_table(runs: &[Run], steady: &[Steady], jobs: usize, ratios: &Ratios) {
     }
 }
 
-fn print_keys(runs: &[Run], steady: &[Steady], jobs: usize, ratios: &Ratios) {
+fn print_keys(
+    runs: &[Run],
+    steady: &[Steady],
+    jobs: usize,
+    ratios: &Ratios,
+    writes_alone_cpu: f64,
+) {
     let find = |label: &str| runs.iter().find(|r| r.label == label);
     let per_job = |n: usize| n as f64 / jobs as f64;
     let mut keys: Vec<(String, String)> = Vec::new();
+    // What trainset's run cost the control plane over the floor's, in the median trial, beside
+    // what the writes it must make cost alone.
+    if let (Some(trainset), Some(direct)) = (find("trainset"), find("direct")) {
+        let extra = trainset.control_plane_cpu - direct.control_plane_cpu;
+        keys.push(("control_plane_extra_cpu_s".into(), format!("{extra:.1}")));
+    }
+    keys.push((
+        "writes_alone_control_plane_cpu_s".into(),
+        format!("{writes_alone_cpu:.1}"),
+    ));
     for (name, values) in [("exists", &ratios.exists), ("done", &ratios.done)] {
         keys.push((
             format!("ratio_{name}_vs_direct"),
@@ -1010,6 +1149,13 @@ async fn main() {
     let ratios = Ratios::of(&trials);
     let median = ratios.median_trial();
     runs.extend(trials.swap_remove(median));
+    let alone = writes_alone(&client, args.jobs).await;
+    say!(
+        "the writes alone: {:.1} s, control plane CPU {:.1} s ({})",
+        alone.1,
+        alone.0.iter().sum::<f64>(),
+        by_component(&alone.0)
+    );
     let process = Operator::start(&client, "trainset").await;
     let trainset = System {
         operator: Some((process.pid(), TRAINSET_USER)),
@@ -1042,7 +1188,7 @@ async fn main() {
     }
 
     print_table(&runs, &steady, args.jobs, &ratios);
-    print_keys(&runs, &steady, args.jobs, &ratios);
+    print_keys(&runs, &steady, args.jobs, &ratios, alone.0.iter().sum());
     // A peer that does not finish is a figure; trainset or the floor not finishing is a failure.
     let unfinished: Vec<&str> = trials
         .iter()
@@ -1069,11 +1215,6 @@ fn progress(run: &Run) {
             requests.events
         )
     });
-    let components: Vec<String> = CONTROL_PLANE
-        .iter()
-        .zip(run.control_plane_cpu_by_component)
-        .map(|(component, cpu)| format!("{component} {cpu:.1}"))
-        .collect();
     say!(
         "{}: submitted in {:.1} s, exists {}, finished {}, control plane CPU {:.1} s ({}){operator}",
         run.label,
@@ -1081,6 +1222,16 @@ fn progress(run: &Run) {
         run.exists.describe(),
         run.done.describe(),
         run.control_plane_cpu,
-        components.join(", ")
+        by_component(&run.control_plane_cpu_by_component)
     );
+}
+
+/// CPU seconds of each of [`CONTROL_PLANE`], as `etcd 1.2, kube-apiserver 3.4, …`.
+fn by_component(cpu: &[f64; CONTROL_PLANE.len()]) -> String {
+    let components: Vec<String> = CONTROL_PLANE
+        .iter()
+        .zip(cpu)
+        .map(|(component, cpu)| format!("{component} {cpu:.1}"))
+        .collect();
+    components.join(", ")
 }
