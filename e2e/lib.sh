@@ -17,7 +17,7 @@ base="${TRAINSET_E2E_PORT_BASE:-26000}"
 . "$here/ports.sh"
 
 # The control plane's own processes, in start order.
-components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubelet-logs jobset kueue)
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubelet-logs external-metrics jobset kueue)
 
 log() { printf '%s %s: %s\n' "$(date -u +%H:%M:%S)" "$script" "$*" >&2; }
 die() { log "error: $*"; exit 1; }

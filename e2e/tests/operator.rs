@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use jobset_types::JobSet;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -13,8 +14,8 @@ use serde_json::{Value, json};
 use trainset::compile::{Options, SshKeyPair};
 use trainset::kinds::compile_manifest;
 use trainset_e2e::{
-    COMPLETE_DELAY, TestNamespace, client, condition, create, create_examples, delay, http_get,
-    install_crds, operator, status, wait_event, wait_for, wait_state,
+    COMPLETE_DELAY, TestNamespace, client, cluster_state, condition, create, create_examples,
+    delay, http_get, install_crds, operator, status, wait_event, wait_for, wait_state,
 };
 
 async fn setup(prefix: &str) -> (Client, TestNamespace) {
@@ -764,24 +765,53 @@ async fn clean_pod_policy_deletes_finished_pods_only_when_asked() {
 }
 
 /// An elastic Worker-only PyTorchJob scaled 2 → 4 → 3 through its scale subresource, as
-/// `kubectl scale` does: the Worker Job grows and shrinks in place (JobSet's ElasticJobSet), the
-/// pods it keeps are the same pods (same UIDs), and the status counts follow. Past maxReplicas
-/// the scale is refused.
+/// `kubectl scale` does, then as its HorizontalPodAutoscaler does from an external metric: the
+/// Worker Job grows and shrinks in place (JobSet's ElasticJobSet), the pods it keeps are the same
+/// pods (same UIDs), and the status counts follow. Past maxReplicas the scale is refused. The
+/// autoscaler is trainset's, made from `elasticPolicy.metrics`, and goes while the job is
+/// suspended.
 #[tokio::test]
 #[ignore = "needs the local control plane: e2e/cluster up"]
 async fn an_elastic_job_is_resized_in_place() {
     use std::collections::BTreeMap;
     let (client, ns) = setup("elastic").await;
+    // Served by e2e/external-metrics.py from a file; none yet, so the autoscaler holds still
+    // while `kubectl scale` sets the size.
+    let metric = "trainset_e2e_workers";
+    let metrics = json!([{"type": "External", "external": {
+        "metric": {"name": metric},
+        "target": {"type": "AverageValue", "averageValue": "1"}}}]);
     let manifest = job(
         "PyTorchJob",
         "elastic",
         "pytorch",
         &[("Worker", 2)],
-        json!({"elasticPolicy": {"minReplicas": 1, "maxReplicas": 4}}),
+        json!({"elasticPolicy": {"minReplicas": 1, "maxReplicas": 4, "metrics": metrics}}),
         delay(600),
     );
     let api = create(&client, &ns.name, &manifest).await;
     wait_state(&api, "elastic", "Running", Duration::from_secs(60)).await;
+    let uid = api.get("elastic").await.expect("job").uid();
+    let autoscalers: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), &ns.name);
+    let hpa = wait_for(Duration::from_secs(30), "the job's autoscaler", || async {
+        autoscalers.get_opt("elastic").await.ok().flatten()
+    })
+    .await;
+    let owner = hpa.metadata.owner_references.as_deref().unwrap_or_default();
+    assert_eq!(
+        owner.first().map(|o| Some(o.uid.clone())),
+        Some(uid),
+        "owned by the job"
+    );
+    let spec = hpa.spec;
+    assert_eq!(
+        (
+            spec.scale_target_ref.kind.as_str(),
+            spec.scale_target_ref.name.as_str()
+        ),
+        ("PyTorchJob", "elastic")
+    );
+    assert_eq!((spec.min_replicas, spec.max_replicas), (Some(1), 4));
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
     // The running pods by completion index, once there are `count` of them and no others.
     let running = |count: usize| {
@@ -808,11 +838,20 @@ async fn an_elastic_job_is_resized_in_place() {
         }
     };
     let mut before = wait_for(Duration::from_secs(60), "2 running workers", || running(2)).await;
-    for workers in [4_usize, 3] {
-        let scale = json!({"spec": {"replicas": workers}});
-        api.patch_scale("elastic", &PatchParams::default(), &Patch::Merge(&scale))
-            .await
-            .unwrap_or_else(|e| panic!("scale to {workers}: {e}"));
+    let metric_file = cluster_state()
+        .join("external-metrics")
+        .join(&ns.name)
+        .join(metric);
+    // `kubectl scale` twice, then the autoscaler: 4 Workers for a metric of 4 per Worker.
+    for (workers, by_autoscaler) in [(4_usize, false), (3, false), (4, true)] {
+        if by_autoscaler {
+            let dir = metric_file.parent().expect("a directory");
+            std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            std::fs::write(&metric_file, workers.to_string())
+                .unwrap_or_else(|e| panic!("{}: {e}", metric_file.display()));
+        } else {
+            kubectl_scale(&ns.name, "pytorchjob/elastic", workers);
+        }
         let after = wait_for(
             Duration::from_secs(90),
             &format!("{workers} running workers"),
@@ -849,5 +888,44 @@ async fn an_elastic_job_is_resized_in_place() {
     );
     let job = api.get("elastic").await.expect("job");
     assert_eq!(job.data["status"]["state"], "Running");
+
+    let suspend = json!({"spec": {"runPolicy": {"suspend": true}}});
+    api.patch("elastic", &PatchParams::default(), &Patch::Merge(&suspend))
+        .await
+        .expect("suspending");
+    wait_for(
+        Duration::from_secs(30),
+        "the autoscaler gone while suspended",
+        || async {
+            autoscalers
+                .get_opt("elastic")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    let _ = std::fs::remove_file(&metric_file);
     ns.delete().await;
+}
+
+/// `kubectl scale <what> --replicas <replicas>` in `namespace`, which must succeed.
+fn kubectl_scale(namespace: &str, what: &str, replicas: usize) {
+    let output = std::process::Command::new("kubectl")
+        .args([
+            "scale",
+            "-n",
+            namespace,
+            what,
+            "--replicas",
+            &replicas.to_string(),
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("kubectl: {e}"));
+    assert!(
+        output.status.success(),
+        "kubectl scale {what} --replicas {replicas}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

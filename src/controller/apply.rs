@@ -3,6 +3,7 @@
 use std::fmt::Debug;
 
 use jobset_types::JobSet;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{
@@ -14,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::{Context, Error, FIELD_MANAGER, kube_error, refused_content};
 use crate::api::{CleanPodPolicy, JobStatus};
+use crate::autoscaler::AutoscalerWrite;
 use crate::compile::gang;
 use crate::compile::{Compiled, JOB_NAME, OPERATOR_NAME};
 use crate::kinds::Served;
@@ -49,6 +51,7 @@ pub async fn apply<K: Served>(
         create: to_create,
         suspend: suspend_write,
         resize,
+        autoscaler,
         status,
         delete_jobset,
         clean_pods: clean,
@@ -80,6 +83,9 @@ pub async fn apply<K: Served>(
             .await
             .map_err(kube_error("resizing the Worker Job of JobSet", &name))?;
     }
+    if let Some(write) = autoscaler {
+        write_autoscaler(namespace, write, ctx).await?;
+    }
     if let Some(status) = status {
         write_status::<K>(job.meta(), namespace, status, ctx).await?;
     }
@@ -108,6 +114,41 @@ pub async fn apply<K: Served>(
         tracing::info!(%name, namespace, "deleted after ttlSecondsAfterFinished");
     }
     Ok(Applied::Done)
+}
+
+/// Makes, replaces or deletes the job's HorizontalPodAutoscaler. A conflict (one made or changed
+/// since it was read) is an error, so the retry reads it again; one already gone is fine.
+async fn write_autoscaler(
+    namespace: &str,
+    write: &AutoscalerWrite,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let api: Api<HorizontalPodAutoscaler> = Api::namespaced(ctx.client.clone(), namespace);
+    let written = match write {
+        AutoscalerWrite::Create(hpa) => api.create(&post_params(), hpa).await.map(|_| ()),
+        AutoscalerWrite::Replace(hpa) => api
+            .replace(&hpa.name_any(), &post_params(), hpa)
+            .await
+            .map(|_| ()),
+        AutoscalerWrite::Delete { name, uid } => {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: Some(uid.clone()),
+                    resource_version: None,
+                }),
+                ..DeleteParams::background()
+            };
+            match api.delete(name, &params).await {
+                Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+                other => other.map(|_| ()),
+            }
+        }
+    };
+    let name = match write {
+        AutoscalerWrite::Create(hpa) | AutoscalerWrite::Replace(hpa) => hpa.name_any(),
+        AutoscalerWrite::Delete { name, .. } => name.clone(),
+    };
+    written.map_err(kube_error("writing HorizontalPodAutoscaler", &name))
 }
 
 /// Suspends or resumes the JobSet `name`. A resume first writes the gang's objects again, so

@@ -5,6 +5,7 @@
 
 use jobset_types::JobSet;
 use jobset_types::keys::{kueue, label as jobset_label};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -27,6 +28,8 @@ pub struct Fetched {
     pub since_status_write: Option<std::time::Duration>,
     /// What Kubernetes said it cannot create for the JobSet, while it runs.
     pub creation_failure: Option<String>,
+    /// The HorizontalPodAutoscaler of the job's name, read when the job asks for one.
+    pub autoscaler: Option<Option<HorizontalPodAutoscaler>>,
 }
 
 impl Fetched {
@@ -40,6 +43,7 @@ impl Fetched {
             now: now.clone(),
             since_status_write: self.since_status_write,
             creation_failure: self.creation_failure.take(),
+            autoscaler: self.autoscaler.as_ref().map(Option::as_ref),
         }
     }
 }
@@ -61,6 +65,7 @@ pub async fn fetch<K: Served>(
             .get(&super::v1::job_key(job))
             .map(|write| write.at.elapsed()),
         creation_failure: None,
+        autoscaler: None,
     };
     if !plan::managed_here(job) || plan::ended(job) || deleting(job) {
         return Ok(fetched);
@@ -94,6 +99,14 @@ pub async fn fetch<K: Served>(
     }
     if needs.workload {
         fetched.own_workload = has_own_workload(job, ctx).await?;
+    }
+    if needs.autoscaler {
+        // Not cached: only jobs that ask for an autoscaler read it, one GET per reconcile.
+        let autoscaler = Api::<HorizontalPodAutoscaler>::namespaced(ctx.client.clone(), namespace)
+            .get_opt(&name)
+            .await
+            .map_err(kube_error("getting HorizontalPodAutoscaler", &name))?;
+        fetched.autoscaler = Some(autoscaler);
     }
     Ok(fetched)
 }

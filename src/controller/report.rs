@@ -72,6 +72,11 @@ where
                 "WaitingForEarlierJob".to_owned(),
                 message.clone(),
             ),
+            Happened::NotAutoscaled { message } => (
+                EventType::Warning,
+                "HorizontalPodAutoscalerNotOwned".to_owned(),
+                message.clone(),
+            ),
             Happened::DeletedAfterTtl => {
                 metrics.deleted.get_or_create(&labels).inc();
                 continue;

@@ -32,6 +32,14 @@ pub const MPI_OPERATOR: &str = "kubeflow.org/mpi-operator";
 /// MultiKueue's `managedBy` value: the job runs on a worker cluster, not here.
 pub const MULTIKUEUE: &str = "kueue.x-k8s.io/multikueue";
 
+/// An autoscaler's bounds and metrics for a job's Worker count.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Autoscaling<'a> {
+    pub min_replicas: i32,
+    pub max_replicas: i32,
+    pub metrics: &'a [k8s_openapi::api::autoscaling::v2::MetricSpec],
+}
+
 /// What every training kind exposes to validation, compilation and status.
 pub trait TrainingJob:
     Resource<DynamicType = ()> + CustomResourceExt + Serialize + DeserializeOwned + Clone
@@ -57,6 +65,12 @@ pub trait TrainingJob:
     /// Whether this job sets `elasticPolicy` (only kinds with [`TrainingJob::ELASTIC`] can).
     fn is_elastic(&self) -> bool {
         false
+    }
+
+    /// What an autoscaler of the job's Worker count is to do, when the job asks for one
+    /// (a PyTorchJob's `elasticPolicy.metrics`).
+    fn autoscaling(&self) -> Option<Autoscaling<'_>> {
+        None
     }
 
     /// CEL rules beyond the ones every kind shares, each placed at a schema path.

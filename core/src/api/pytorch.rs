@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::limits::MAX_PROCS_PER_NODE;
 use super::{
-    JobStatus, MULTIKUEUE, ReplicaSpecs, Rule, RunPolicy, TRAINING_OPERATOR, TrainingJob,
-    training_job_accessors, training_kind,
+    Autoscaling, JobStatus, MULTIKUEUE, ReplicaSpecs, Rule, RunPolicy, TRAINING_OPERATOR,
+    TrainingJob, training_job_accessors, training_kind,
 };
 
 training_kind! {
@@ -75,6 +75,16 @@ pub struct ElasticPolicy {
     pub metrics: Vec<MetricSpec>,
 }
 
+impl ElasticPolicy {
+    /// `minReplicas` and `maxReplicas` as v1 defaults them: each to the other, both to the
+    /// Worker count `workers`.
+    pub fn bounds(&self, workers: i32) -> (i32, i32) {
+        let min = self.min_replicas.or(self.max_replicas).unwrap_or(workers);
+        let max = self.max_replicas.or(self.min_replicas).unwrap_or(workers);
+        (min, max)
+    }
+}
+
 /// torchrun rendezvous backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum RdzvBackend {
@@ -114,6 +124,25 @@ impl TrainingJob for PyTorchJob {
 
     fn is_elastic(&self) -> bool {
         self.spec.elastic_policy.is_some()
+    }
+
+    fn autoscaling(&self) -> Option<Autoscaling<'_>> {
+        let elastic = self.spec.elastic_policy.as_ref()?;
+        if elastic.metrics.is_empty() {
+            return None;
+        }
+        let workers = self
+            .spec
+            .pytorch_replica_specs
+            .get("Worker")
+            .and_then(|worker| worker.replicas)
+            .unwrap_or(1);
+        let (min_replicas, max_replicas) = elastic.bounds(workers);
+        Some(Autoscaling {
+            min_replicas,
+            max_replicas,
+            metrics: &elastic.metrics,
+        })
     }
 
     training_job_accessors!(pytorch_replica_specs);

@@ -31,6 +31,18 @@ pub struct Owner {
 }
 
 impl Owner {
+    /// `job` as the owner, in `namespace` (a job read from a file may have none of its own).
+    pub fn of<K: kube::Resource<DynamicType = ()>>(job: &K, namespace: String) -> Self {
+        let meta = job.meta();
+        Self {
+            api_version: K::api_version(&()).into_owned(),
+            kind: K::kind(&()).into_owned(),
+            name: meta.name.clone().unwrap_or_default(),
+            namespace,
+            uid: meta.uid.clone(),
+        }
+    }
+
     /// A controller reference, when the job has a uid (a manifest read from a file has none).
     pub fn reference(&self) -> Option<Vec<OwnerReference>> {
         let uid = self.uid.clone()?;

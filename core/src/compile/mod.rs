@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use serde_json::Value;
 
 pub use meta::{
-    JOB_NAME, JOB_ROLE, MANAGED_BY, MASTER_REPLICA_INDEX, OPERATOR_NAME, REPLICA_INDEX,
+    JOB_NAME, JOB_ROLE, MANAGED_BY, MASTER_REPLICA_INDEX, OPERATOR_NAME, Owner, REPLICA_INDEX,
     REPLICA_INDEX_OFFSET, REPLICA_TYPE, TRAINSET,
 };
 pub use ssh::SshKeyPair;

@@ -67,6 +67,10 @@ pub enum Happened {
     Waiting {
         message: String,
     },
+    /// The job's Worker count is not autoscaled: an autoscaler of its name is another's.
+    NotAutoscaled {
+        message: String,
+    },
     DeletedAfterTtl,
 }
 

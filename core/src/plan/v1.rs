@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use jobset_types::JobSet;
 use jobset_types::keys::kueue;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{Resource, ResourceExt};
@@ -14,6 +15,7 @@ use super::{
     deleting, holder, jobset_finished, name_conflict, refused_by_kubernetes, waiting_for_earlier,
 };
 use crate::api::{CleanPodPolicy, JobStatus};
+use crate::autoscaler::{self, AutoscalerWrite, Foreign};
 use crate::compile::Compiled;
 use crate::decode::Undecodable;
 use crate::kinds::Served;
@@ -28,6 +30,8 @@ pub struct Needs {
     pub compiled: bool,
     /// Whether a Kueue Workload belongs to the job itself (who controls `spec.suspend`).
     pub workload: bool,
+    /// The HorizontalPodAutoscaler of the job's name: the job asks for one.
+    pub autoscaler: bool,
 }
 
 /// What the controller knows when it plans.
@@ -46,6 +50,9 @@ pub struct Facts<'a, K> {
     pub since_status_write: Option<Duration>,
     /// What Kubernetes said it cannot create for the JobSet (a Job, a pod), if anything.
     pub creation_failure: Option<String>,
+    /// The HorizontalPodAutoscaler of the job's name (when [`Needs::autoscaler`]): `Some(None)`
+    /// when there is none.
+    pub autoscaler: Option<Option<&'a HorizontalPodAutoscaler>>,
 }
 
 /// A change of replica counts alone is written at most this often (an elastic job's at once); a
@@ -55,7 +62,8 @@ pub struct Facts<'a, K> {
 /// jobs arriving at once on two cores (72 s), where 30 s added 0.8 writes per job.
 pub const COUNTS_INTERVAL: Duration = Duration::from_secs(120);
 
-/// What to write, in order: objects, JobSet suspension, status, JobSet deletion, pods, the job.
+/// What to write, in order: objects, JobSet suspension, resize, autoscaler, status, JobSet
+/// deletion, pods, the job.
 #[derive(Debug, Default)]
 pub struct Plan {
     /// Objects to create: the auxiliary ones once, then the JobSet (server-side apply).
@@ -63,6 +71,8 @@ pub struct Plan {
     pub suspend: Option<SuspendWrite>,
     /// The Worker Job of a running elastic job resized in place: a JSON patch of the JobSet.
     pub resize: Option<json_patch::Patch>,
+    /// The job's HorizontalPodAutoscaler made, brought to its spec, or removed.
+    pub autoscaler: Option<AutoscalerWrite>,
     /// The new status, when it differs from the stored one in more than timestamps.
     pub status: Option<JobStatus>,
     /// Delete the JobSet (foreground): the job ended before its JobSet did.
@@ -108,19 +118,26 @@ pub fn needs<K: Served>(job: &K, jobset: Option<&JobSet>) -> Needs {
     if !managed_here(job) || ended(job) || deleting(job) {
         return Needs::default();
     }
+    // Looked at on each reconcile: made, kept to the job's spec, removed when it stops.
+    let autoscaler = job.autoscaling().is_some();
     let Some(jobset) = jobset else {
         return Needs {
             compiled: true,
             workload: false,
+            autoscaler,
         };
     };
     let wanted = wants_suspended(job);
     if wanted == jobset.spec.suspend.unwrap_or(false) {
-        return Needs::default();
+        return Needs {
+            autoscaler,
+            ..Needs::default()
+        };
     }
     Needs {
         compiled: !wanted,
         workload: queued(jobset),
+        autoscaler,
     }
 }
 
@@ -227,6 +244,13 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
         after_end(job, &next, &facts.now, &mut plan);
     } else {
         plan.requeue = deadline.map(run_policy::look_again);
+    }
+    if let Some(existing) = facts.autoscaler {
+        let running = !wants_suspended(job) && !status::is_terminal(&next);
+        match autoscaler::write(job, running, existing) {
+            Ok(write) => plan.autoscaler = write,
+            Err(Foreign(message)) => plan.happened.push(Happened::NotAutoscaled { message }),
+        }
     }
     let previous = previous.unwrap_or(&empty);
     if status::changed(previous, &next) {

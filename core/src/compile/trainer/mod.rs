@@ -25,7 +25,7 @@ mod xgboost;
 use jobset_types::{JobSet, ReplicatedJob};
 use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 
 use super::meta::{MANAGED_BY, Owner, TRAINSET};
 use super::ssh::SshKeyPair;
@@ -288,13 +288,7 @@ pub fn compile_trainjob(
         }),
     )?;
 
-    let owner = Owner {
-        api_version: TrainJob::api_version(&()).into_owned(),
-        kind: TrainJob::kind(&()).into_owned(),
-        name: name.clone(),
-        namespace: job.namespace().unwrap_or_default(),
-        uid: job.uid(),
-    };
+    let owner = Owner::of(job, job.namespace().unwrap_or_default());
     let gang = match gang::gang(&name, runtime, &spec, &annotations)? {
         Some((scheduler, gang)) => match scheduler.route() {
             Some(route) => {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 
 use super::RuntimeKind;
 use crate::api::trainer::{AnyRuntime, ClusterTrainingRuntime, TrainJob, TrainingRuntime};
@@ -55,13 +55,7 @@ pub fn snapshot(job: &TrainJob, runtime: &AnyRuntime) -> Result<ConfigMap, serde
             ..r.clone()
         }),
     }?;
-    let owner = Owner {
-        api_version: TrainJob::api_version(&()).into_owned(),
-        kind: TrainJob::kind(&()).into_owned(),
-        name: job.name_any(),
-        namespace: job.namespace().unwrap_or_default(),
-        uid: job.uid(),
-    };
+    let owner = Owner::of(job, job.namespace().unwrap_or_default());
     let labels = BTreeMap::from([(MANAGED_BY.to_owned(), TRAINSET.to_owned())]);
     Ok(ConfigMap {
         metadata: owner.object_meta(name(&job.name_any()), labels),

@@ -404,18 +404,13 @@ pub(crate) fn compile<F: Framework>(
 }
 
 fn context<'a, F: Framework>(job: &'a F::Job, options: &Options<'_>) -> Context<'a, F::Job> {
-    let meta = job.meta();
-    let owner = Owner {
-        api_version: F::Job::api_version(&()).into_owned(),
-        kind: F::Job::kind(&()).into_owned(),
-        name: meta.name.clone().unwrap_or_default(),
-        namespace: meta
-            .namespace
-            .clone()
-            .or_else(|| options.default_namespace.map(str::to_owned))
-            .unwrap_or_else(|| "default".to_owned()),
-        uid: meta.uid.clone(),
-    };
+    let namespace = job
+        .meta()
+        .namespace
+        .clone()
+        .or_else(|| options.default_namespace.map(str::to_owned))
+        .unwrap_or_else(|| "default".to_owned());
+    let owner = Owner::of(job, namespace);
     let groups = F::order(job)
         .iter()
         .filter_map(|replica_type| {

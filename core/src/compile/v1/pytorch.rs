@@ -73,14 +73,7 @@ impl Framework for PyTorch {
         };
         let worker = ctx.group("Worker");
         let workers = worker.map_or(1, |w| w.replicas);
-        let min = elastic
-            .min_replicas
-            .or(elastic.max_replicas)
-            .unwrap_or(workers);
-        let max = elastic
-            .max_replicas
-            .or(elastic.min_replicas)
-            .unwrap_or(workers);
+        let (min, max) = elastic.bounds(workers);
         let host = match (&elastic.rdzv_host, worker) {
             (Some(host), _) => host.clone(),
             (None, Some(worker)) => ctx.address(worker, 0),

@@ -134,6 +134,7 @@ fn facts<'a>(
         now: at(now),
         since_status_write: None,
         creation_failure: None,
+        autoscaler: None,
     }
 }
 
@@ -149,6 +150,7 @@ fn a_job_whose_pods_kubernetes_refuses_fails_naming_the_field_and_its_jobset_goe
                    spec.initContainers[0].image: Required value";
     let refused_plan = plan(Facts {
         creation_failure: Some(refused.to_owned()),
+        autoscaler: None,
         ..facts(&job, Some(&live), &[], 0)
     })
     .expect("plan");
@@ -172,6 +174,7 @@ fn a_job_whose_pods_kubernetes_refuses_fails_naming_the_field_and_its_jobset_goe
                  exceeded quota: compute, requested: cpu=2, used: cpu=8, limited: cpu=8";
     let quota_plan = plan(Facts {
         creation_failure: Some(quota.to_owned()),
+        autoscaler: None,
         ..facts(&job, Some(&live), &[], 0)
     })
     .expect("plan");
@@ -240,7 +243,8 @@ fn a_new_job_gets_its_jobset_and_the_created_status_in_one_pass() {
         needs(&job, None),
         Needs {
             compiled: true,
-            workload: false
+            workload: false,
+            autoscaler: false,
         }
     );
     let mut facts = facts(&job, None, &[], 0);
@@ -310,6 +314,7 @@ fn a_jobset_another_job_holds_fails_the_job_and_is_left_alone() {
         now: at(0),
         since_status_write: None,
         creation_failure: None,
+        autoscaler: None,
     };
     let plan = plan(facts).expect("plan");
     assert!(plan.create.is_none() && plan.suspend.is_none() && !plan.delete_jobset);
@@ -419,7 +424,8 @@ fn suspending_is_trainsets_unless_kueue_queues_the_jobset() {
         needs(&job, Some(&queued)),
         Needs {
             compiled: false,
-            workload: true
+            workload: true,
+            autoscaler: false,
         }
     );
     let by_kueue = super::plan(facts(&job, Some(&queued), &[], 1)).expect("plan");
@@ -438,7 +444,8 @@ fn resuming_carries_the_jobs_templates_and_needs_them_compiled() {
         needs(&job, Some(&suspended)),
         Needs {
             compiled: true,
-            workload: false
+            workload: false,
+            autoscaler: false,
         }
     );
     let mut with = facts(&job, Some(&suspended), &[], 1);
@@ -549,4 +556,55 @@ fn a_finished_jobset_is_shown_by_its_jobs_only_once_one_of_its_last_attempt_ende
         &finished("Complete")
     ));
     assert!(!jobs_show_end(&running_jobset(), &finished("Complete")));
+}
+
+#[test]
+fn an_autoscaled_job_has_its_autoscaler_while_it_runs_and_not_after() {
+    let mut elastic = pytorch(json!({}), running_status(0));
+    elastic.spec.elastic_policy = Some(crate::api::ElasticPolicy {
+        min_replicas: Some(1),
+        max_replicas: Some(3),
+        metrics: vec![
+            serde_json::from_value(json!({"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 80}}}))
+            .expect("metric"),
+        ],
+        ..Default::default()
+    });
+    let mut existing = autoscaler::desired(&elastic).expect("an autoscaler");
+    existing.metadata.uid = Some("hpa-1".to_owned());
+    let (live, jobs) = (running_jobset(), running_jobs());
+    assert!(needs(&elastic, Some(&live)).autoscaler);
+
+    let mut none_yet = facts(&elastic, Some(&live), &jobs, 3);
+    none_yet.autoscaler = Some(None);
+    let made = plan(none_yet).expect("plan").autoscaler;
+    assert!(matches!(made, Some(AutoscalerWrite::Create(_))), "{made:?}");
+
+    let mut kept = facts(&elastic, Some(&live), &jobs, 3);
+    kept.autoscaler = Some(Some(&existing));
+    assert_eq!(plan(kept).expect("plan").autoscaler, None);
+
+    let done = jobset(
+        false,
+        json!({}),
+        json!({"terminalState": "Completed", "conditions": [condition("Completed", "AllJobsCompleted")]}),
+    );
+    let finished = [job("master", 0, 1), job("worker", 0, 2)];
+    let mut ending = facts(&elastic, Some(&done), &finished, 3);
+    ending.autoscaler = Some(Some(&existing));
+    let ended = plan(ending).expect("plan");
+    assert_eq!(state(&ended).as_deref(), Some(status::SUCCEEDED));
+    assert_eq!(
+        ended.autoscaler,
+        Some(AutoscalerWrite::Delete {
+            name: "demo".to_owned(),
+            uid: "hpa-1".to_owned()
+        })
+    );
+
+    // Without metrics the autoscaler is not even looked up.
+    let mut plain = elastic.clone();
+    plain.spec.elastic_policy = Some(Default::default());
+    assert!(!needs(&plain, Some(&live)).autoscaler);
 }
