@@ -4,8 +4,8 @@
 //! elastic bounds with the job's metrics. A change of the Worker count that it makes is a
 //! resize like any other ([`crate::resize`]).
 //!
-//! It exists while the job runs. A suspended job has none (v1 deletes it too, and Kueue's
-//! quota was given for the size the job was admitted at); unlike v1, a finished job's is
+//! It exists while the job runs. A suspended job has none (v1 deletes it too), nor one whose
+//! JobSet Kueue holds suspended until it is admitted; unlike v1, a finished job's is
 //! deleted as well, since there is nothing left to scale and the HPA controller would otherwise
 //! keep reading its metrics until the job is deleted. One of the job's name that the job does not
 //! own is never changed: the job runs without autoscaling, and says so.
@@ -39,7 +39,8 @@ pub fn write<K: TrainingJob>(
     running: bool,
     existing: Option<&HorizontalPodAutoscaler>,
 ) -> Result<Option<AutoscalerWrite>, Foreign> {
-    let wanted = running.then(|| desired(job)).flatten();
+    let namespace = job.namespace().unwrap_or_default();
+    let wanted = running.then(|| desired(job, namespace)).flatten();
     let Some(existing) = existing else {
         return Ok(wanted.map(AutoscalerWrite::Create));
     };
@@ -73,10 +74,10 @@ pub fn write<K: TrainingJob>(
 #[error("{0}")]
 pub struct Foreign(pub String);
 
-/// The autoscaler `job` asks for, if any.
-pub fn desired<K: TrainingJob>(job: &K) -> Option<HorizontalPodAutoscaler> {
+/// The autoscaler `job` asks for in `namespace`, if any.
+pub fn desired<K: TrainingJob>(job: &K, namespace: String) -> Option<HorizontalPodAutoscaler> {
     let autoscaling = job.autoscaling()?;
-    let owner = Owner::of(job, job.namespace().unwrap_or_default());
+    let owner = Owner::of(job, namespace);
     let name = owner.name.clone();
     let labels = [(MANAGED_BY.to_owned(), TRAINSET.to_owned())].into();
     Some(HorizontalPodAutoscaler {
@@ -121,7 +122,8 @@ mod tests {
     }
 
     fn existing(owner_uid: &str, spec_from: &PyTorchJob) -> HorizontalPodAutoscaler {
-        let mut hpa = desired(spec_from).unwrap_or_else(|| panic!("an autoscaler"));
+        let mut hpa =
+            desired(spec_from, "team-a".to_owned()).unwrap_or_else(|| panic!("an autoscaler"));
         hpa.metadata.uid = Some("hpa-uid".to_owned());
         hpa.metadata.resource_version = Some("7".to_owned());
         hpa.metadata.owner_references = Some(vec![OwnerReference {
@@ -138,7 +140,7 @@ mod tests {
     #[test]
     fn metrics_make_an_autoscaler_of_the_job_between_its_bounds() {
         let job = job(json!({"minReplicas": 1, "maxReplicas": 4, "metrics": cpu_metric()}));
-        let hpa = desired(&job).unwrap_or_else(|| panic!("an autoscaler"));
+        let hpa = desired(&job, "team-a".to_owned()).unwrap_or_else(|| panic!("an autoscaler"));
         assert_eq!(
             serde_json::to_value(&hpa).unwrap_or_default(),
             json!({
@@ -162,7 +164,8 @@ mod tests {
     #[test]
     fn bounds_default_as_v1_defaults_them() {
         let bounds = |elastic: Value| {
-            desired(&job(elastic)).map(|hpa| (hpa.spec.min_replicas, hpa.spec.max_replicas))
+            desired(&job(elastic), "team-a".to_owned())
+                .map(|hpa| (hpa.spec.min_replicas, hpa.spec.max_replicas))
         };
         assert_eq!(
             bounds(json!({"maxReplicas": 5, "metrics": cpu_metric()})),
@@ -179,7 +182,10 @@ mod tests {
     #[test]
     fn no_metrics_no_autoscaler() {
         assert_eq!(
-            desired(&job(json!({"minReplicas": 1, "maxReplicas": 4}))),
+            desired(
+                &job(json!({"minReplicas": 1, "maxReplicas": 4})),
+                "team-a".to_owned()
+            ),
             None
         );
         let plain: PyTorchJob = serde_json::from_value(json!({
@@ -188,7 +194,7 @@ mod tests {
             "spec": {"pytorchReplicaSpecs": {}},
         }))
         .unwrap_or_else(|e| panic!("job: {e}"));
-        assert_eq!(desired(&plain), None);
+        assert_eq!(desired(&plain, "team-a".to_owned()), None);
     }
 
     #[test]

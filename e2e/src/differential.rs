@@ -42,6 +42,8 @@ pub struct Run {
     /// The gang scheduler's PodGroups seen during the run (`e2e/differential --gang`), each in
     /// its last version and whether it was deleted before the run ended.
     pub pod_groups: Vec<(Value, bool)>,
+    /// The HorizontalPodAutoscalers seen during the run, likewise.
+    pub autoscalers: Vec<(Value, bool)>,
 }
 
 /// A compared fact: where (`job`, `worker/0`, `worker/0/pytorch`) and what (`env MASTER_ADDR`).
@@ -399,14 +401,22 @@ pub fn facts(run: &Run) -> Facts {
     if let Some(hostfile) = &run.hostfile {
         facts.insert(job("hostfile"), addresses.normalize(hostfile));
     }
-    for (group, deleted) in &run.pod_groups {
-        let mut leaves = BTreeMap::new();
-        flatten("podgroup", &compared(group), &mut leaves);
-        for (aspect, value) in leaves.into_iter().filter(|(_, v)| v != "null") {
-            facts.insert(job(&aspect), value);
+    for (prefix, objects) in [
+        ("podgroup", &run.pod_groups),
+        ("autoscaler", &run.autoscalers),
+    ] {
+        for (object, deleted) in objects {
+            let mut leaves = BTreeMap::new();
+            flatten(prefix, &compared(object), &mut leaves);
+            for (aspect, value) in leaves.into_iter().filter(|(_, v)| v != "null") {
+                facts.insert(job(&aspect), value);
+            }
+            let deleted = if *deleted { "yes" } else { "no" };
+            facts.insert(
+                job(&format!("{prefix} deleted by the end")),
+                deleted.to_owned(),
+            );
         }
-        let deleted = if *deleted { "yes" } else { "no" };
-        facts.insert(job("podgroup deleted by the end"), deleted.to_owned());
     }
     let status = &run.job["status"];
     // One fact per condition type: the order of the list is how each operator happened to
@@ -836,6 +846,7 @@ mod tests {
             }],
             hostfile: None,
             pod_groups: Vec::new(),
+            autoscalers: Vec::new(),
         };
         let a = facts(&run(
             "j-worker-0",

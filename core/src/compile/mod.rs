@@ -15,6 +15,7 @@ use jobset_types::JobSet;
 use kube::core::DynamicObject;
 
 use gang::GangScheduler;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use serde_json::Value;
 
@@ -69,6 +70,9 @@ pub struct Compiled {
     /// The gang scheduler's objects (a PodGroup, or a Workload and its PodGroups), created
     /// before the JobSet, in this order.
     pub gang: Vec<DynamicObject>,
+    /// The HorizontalPodAutoscaler of `elasticPolicy.metrics` (PyTorchJob): not made with the
+    /// JobSet, but by the plan while the job runs (`crate::autoscaler`).
+    pub autoscaler: Option<HorizontalPodAutoscaler>,
 }
 
 impl Compiled {
@@ -83,6 +87,9 @@ impl Compiled {
         }
         for object in &self.gang {
             objects.push(serde_json::to_value(object)?);
+        }
+        if let Some(autoscaler) = &self.autoscaler {
+            objects.push(serde_json::to_value(autoscaler)?);
         }
         Ok(objects)
     }

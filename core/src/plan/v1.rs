@@ -246,7 +246,8 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
         plan.requeue = deadline.map(run_policy::look_again);
     }
     if let Some(existing) = facts.autoscaler {
-        let running = !wants_suspended(job) && !status::is_terminal(&next);
+        // Not while the job or its JobSet is suspended (Kueue holds a queued JobSet so).
+        let running = !wants_suspended(job) && !suspended && !status::is_terminal(&next);
         match autoscaler::write(job, running, existing) {
             Ok(write) => plan.autoscaler = write,
             Err(Foreign(message)) => plan.happened.push(Happened::NotAutoscaled { message }),

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher;
@@ -140,16 +141,16 @@ fn watch_pods(
     (seen, task)
 }
 
-/// PodGroups by uid, each in its last version and whether it was deleted.
-type SeenGroups = Arc<Mutex<HashMap<String, (Value, bool)>>>;
+/// Objects by uid, each in its last version and whether it was deleted.
+type SeenObjects = Arc<Mutex<HashMap<String, (Value, bool)>>>;
 
-/// Every PodGroup: upstream deletes a job's PodGroup when the job ends, which a final list
-/// would miss.
-fn watch_pod_groups(
+/// Every object of `resource` (the gang's PodGroups, the autoscalers): an operator may delete a
+/// job's object when the job ends, which a final list would miss.
+fn watch_objects(
     client: &Client,
     resource: &ApiResource,
-) -> (SeenGroups, tokio::task::JoinHandle<()>) {
-    let seen: SeenGroups = Arc::default();
+) -> (SeenObjects, tokio::task::JoinHandle<()>) {
+    let seen: SeenObjects = Arc::default();
     let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
     let store = seen.clone();
     let task = tokio::spawn(async move {
@@ -169,6 +170,26 @@ fn watch_pod_groups(
         }
     });
     (seen, task)
+}
+
+/// What a finished [`watch_objects`] saw, by namespace.
+fn by_namespace(
+    (seen, task): (SeenObjects, tokio::task::JoinHandle<()>),
+) -> BTreeMap<String, Vec<(Value, bool)>> {
+    task.abort();
+    let all: Vec<(Value, bool)> = seen
+        .lock()
+        .map(|m| m.values().cloned().collect())
+        .unwrap_or_default();
+    let mut grouped: BTreeMap<String, Vec<(Value, bool)>> = BTreeMap::new();
+    for (object, deleted) in all {
+        let ns = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        grouped.entry(ns).or_default().push((object, deleted));
+    }
+    grouped
 }
 
 fn condition_true(job: &Value, type_: &str) -> bool {
@@ -278,28 +299,13 @@ async fn run_all(
     gang: Option<&ApiResource>,
 ) -> Vec<Result<Run, String>> {
     let (seen, watch) = watch_pods(client);
-    let groups = gang.map(|resource| watch_pod_groups(client, resource));
+    let groups = gang.map(|resource| watch_objects(client, resource));
+    let autoscalers = watch_objects(client, &ApiResource::erase::<HorizontalPodAutoscaler>(&()));
     let outcomes =
         futures::future::join_all(cases.iter().map(|case| run_case(client, case, who))).await;
     watch.abort();
-    let mut groups_by_namespace: BTreeMap<String, Vec<(Value, bool)>> = BTreeMap::new();
-    if let Some((seen_groups, task)) = groups {
-        task.abort();
-        let all: Vec<(Value, bool)> = seen_groups
-            .lock()
-            .map(|m| m.values().cloned().collect())
-            .unwrap_or_default();
-        for (group, deleted) in all {
-            let ns = group["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            groups_by_namespace
-                .entry(ns)
-                .or_default()
-                .push((group, deleted));
-        }
-    }
+    let mut groups_by_namespace = groups.map(by_namespace).unwrap_or_default();
+    let mut autoscalers_by_namespace = by_namespace(autoscalers);
     let pods: Vec<Pod> = seen
         .lock()
         .map(|m| m.values().cloned().collect())
@@ -318,6 +324,9 @@ async fn run_all(
         let pod_groups = groups_by_namespace
             .remove(&namespace.name)
             .unwrap_or_default();
+        let autoscalers = autoscalers_by_namespace
+            .remove(&namespace.name)
+            .unwrap_or_default();
         let run = match outcome {
             Ok(job) => Ok(Run {
                 hostfile: hostfile(client, &namespace.name, &pods).await,
@@ -325,6 +334,7 @@ async fn run_all(
                 job,
                 pods,
                 pod_groups,
+                autoscalers,
             }),
             Err(e) => Err(e),
         };

@@ -312,6 +312,7 @@ pub fn compile_trainjob(
         config_map,
         secret,
         gang,
+        autoscaler: None,
     })
 }
 

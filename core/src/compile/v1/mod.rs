@@ -398,6 +398,7 @@ pub(crate) fn compile<F: Framework>(
         config_map,
         secret,
         gang: gang_objects,
+        autoscaler: crate::autoscaler::desired(job, ctx.namespace().to_owned()),
     };
     bounds::object_sizes(&compiled)?;
     Ok(compiled)

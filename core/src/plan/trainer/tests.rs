@@ -50,6 +50,7 @@ fn compiled(suspend: bool) -> Compiled {
             config_map: None,
             secret: None,
             gang: Vec::new(),
+            autoscaler: None,
         },
     }
 }

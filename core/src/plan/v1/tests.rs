@@ -571,7 +571,7 @@ fn an_autoscaled_job_has_its_autoscaler_while_it_runs_and_not_after() {
         ],
         ..Default::default()
     });
-    let mut existing = autoscaler::desired(&elastic).expect("an autoscaler");
+    let mut existing = autoscaler::desired(&elastic, "ns".to_owned()).expect("an autoscaler");
     existing.metadata.uid = Some("hpa-1".to_owned());
     let (live, jobs) = (running_jobset(), running_jobs());
     assert!(needs(&elastic, Some(&live)).autoscaler);
