@@ -14,10 +14,11 @@ not scale on it. Labels and selectors are not looked at. It listens on loopback 
 import json
 import os
 import re
-import ssl
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from loopback_https import reply, serve_tls
 
 GROUP_VERSION = "external.metrics.k8s.io/v1beta1"
 PREFIX = "/apis/" + GROUP_VERSION
@@ -48,12 +49,12 @@ class Handler(BaseHTTPRequestHandler):
                                                     "timestamp": now, "value": value}]})
 
     def reply(self, code, body):
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        reply(self, code, "application/json", json.dumps(body).encode())
+
+    def log_request(self, code="-", size="-"):
+        # Not the aggregator's availability checks, every few seconds: only the metrics read.
+        if self.path.split("?", 1)[0].rstrip("/") != PREFIX:
+            super().log_request(code, size)
 
     def log_message(self, format, *args):
         sys.stderr.write("external-metrics: " + (format % args) + "\n")
@@ -85,11 +86,7 @@ def main():
         raise SystemExit(__doc__)
     port, cert, key, directory = sys.argv[1:]
     os.makedirs(directory, exist_ok=True)
-    server = Server(int(port), directory)
-    serving = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    serving.load_cert_chain(cert, key)
-    server.socket = serving.wrap_socket(server.socket, server_side=True)
-    server.serve_forever()
+    serve_tls(Server(int(port), directory), cert, key)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from loopback_https import reply, serve_tls
+
 REPLICA_TYPE = "training.kubeflow.org/replica-type"
 REPLICA_INDEX = "training.kubeflow.org/replica-index"
 JOB_ROLE = "training.kubeflow.org/job-role"
@@ -79,11 +81,7 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(200, select(log_lines(pod, container), query))
 
     def reply(self, code, body):
-        self.send_response(code)
-        self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply(self, code, "text/plain; charset=utf-8", body)
 
     def log_message(self, format, *args):
         sys.stderr.write("%s %s\n" % (self.address_string(), format % args))
@@ -111,11 +109,7 @@ def main():
     port, cert, key, apiserver, ca, client_cert, client_key = sys.argv[1:]
     client = ssl.create_default_context(cafile=ca)
     client.load_cert_chain(client_cert, client_key)
-    server = Server(int(port), apiserver.rstrip("/"), client)
-    serving = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    serving.load_cert_chain(cert, key)
-    server.socket = serving.wrap_socket(server.socket, server_side=True)
-    server.serve_forever()
+    serve_tls(Server(int(port), apiserver.rstrip("/"), client), cert, key)
 
 
 if __name__ == "__main__":
