@@ -38,7 +38,7 @@ pub fn write<K: TrainingJob>(
     job: &K,
     running: bool,
     existing: Option<&HorizontalPodAutoscaler>,
-) -> Result<Option<AutoscalerWrite>, Foreign> {
+) -> Result<Option<AutoscalerWrite>, Held> {
     let namespace = job.namespace().unwrap_or_default();
     let wanted = running.then(|| desired(job, namespace)).flatten();
     let Some(existing) = existing else {
@@ -47,10 +47,9 @@ pub fn write<K: TrainingJob>(
     let (kind, name) = (K::kind(&()), job.name_any());
     match holder(existing.meta(), &kind, &name, job.uid().as_deref()) {
         Holder::This => {}
-        // The garbage collector removes it; the next reconcile after that makes the job's own.
-        Holder::Earlier => return Ok(None),
+        Holder::Earlier => return Err(Held::Earlier),
         Holder::Foreign(holder) => {
-            return Err(Foreign(format!(
+            return Err(Held::Foreign(format!(
                 "HorizontalPodAutoscaler {name} belongs to {holder}, not to {kind} {name}: \
                  it is left as it is, and the job's Worker count is not autoscaled"
             )));
@@ -69,10 +68,17 @@ pub fn write<K: TrainingJob>(
     })
 }
 
-/// An autoscaler of the job's name that the job does not own: why it is left alone.
+/// An autoscaler of the job's name that the job does not own, left alone.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct Foreign(pub String);
+pub enum Held {
+    /// Another's (said here): the job runs without autoscaling.
+    #[error("{0}")]
+    Foreign(String),
+    /// An earlier job's of the same name, which the garbage collector is removing: look again
+    /// soon (autoscalers are not watched).
+    #[error("the autoscaler of an earlier job of this name is being removed")]
+    Earlier,
+}
 
 /// The autoscaler `job` asks for in `namespace`, if any.
 pub fn desired<K: TrainingJob>(job: &K, namespace: String) -> Option<HorizontalPodAutoscaler> {
@@ -254,13 +260,13 @@ mod tests {
         }
         let refused = write(&asked, true, Some(&theirs));
         assert!(
-            matches!(&refused, Err(Foreign(m)) if m.contains("belongs to Deployment web")),
+            matches!(&refused, Err(Held::Foreign(m)) if m.contains("belongs to Deployment web")),
             "{refused:?}"
         );
         assert!(write(&asked, false, Some(&theirs)).is_err());
         // The same job's name with another uid: an earlier job's, which the garbage collector
         // removes.
         let earlier = existing("earlier-uid", &asked);
-        assert_eq!(write(&asked, true, Some(&earlier)), Ok(None));
+        assert_eq!(write(&asked, true, Some(&earlier)), Err(Held::Earlier));
     }
 }

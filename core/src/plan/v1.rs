@@ -15,7 +15,7 @@ use super::{
     deleting, holder, jobset_finished, name_conflict, refused_by_kubernetes, waiting_for_earlier,
 };
 use crate::api::{CleanPodPolicy, JobStatus};
-use crate::autoscaler::{self, AutoscalerWrite, Foreign};
+use crate::autoscaler::{self, AutoscalerWrite, Held};
 use crate::compile::Compiled;
 use crate::decode::Undecodable;
 use crate::kinds::Served;
@@ -250,7 +250,10 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
         let running = !wants_suspended(job) && !suspended && !status::is_terminal(&next);
         match autoscaler::write(job, running, existing) {
             Ok(write) => plan.autoscaler = write,
-            Err(Foreign(message)) => plan.happened.push(Happened::NotAutoscaled { message }),
+            Err(Held::Foreign(message)) => plan.happened.push(Happened::NotAutoscaled { message }),
+            Err(Held::Earlier) => {
+                plan.requeue = Some(plan.requeue.map_or(EARLIER_WAIT, |r| r.min(EARLIER_WAIT)));
+            }
         }
     }
     let previous = previous.unwrap_or(&empty);
