@@ -100,20 +100,24 @@ pub async fn apply<K: Served>(
     }
     if *delete_job {
         // This job, not one created since under its name.
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: job.uid(),
-                resource_version: None,
-            }),
-            ..DeleteParams::background()
-        };
         Api::<K>::namespaced(ctx.client.clone(), namespace)
-            .delete(&name, &params)
+            .delete(&name, &delete_only(job.uid()))
             .await
             .map_err(kube_error("deleting", &name))?;
         tracing::info!(%name, namespace, "deleted after ttlSecondsAfterFinished");
     }
     Ok(Applied::Done)
+}
+
+/// A background delete of the object with `uid` only, not one created since under its name.
+fn delete_only(uid: Option<String>) -> DeleteParams {
+    DeleteParams {
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    }
 }
 
 /// Makes, replaces or deletes the job's HorizontalPodAutoscaler. A conflict (one made or changed
@@ -131,14 +135,7 @@ async fn write_autoscaler(
             .await
             .map(|_| ()),
         AutoscalerWrite::Delete { name, uid } => {
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: Some(uid.clone()),
-                    resource_version: None,
-                }),
-                ..DeleteParams::background()
-            };
-            match api.delete(name, &params).await {
+            match api.delete(name, &delete_only(Some(uid.clone()))).await {
                 Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
                 other => other.map(|_| ()),
             }
