@@ -107,6 +107,12 @@ impl Queues {
         jobsets.get(name).await.expect("JobSet")
     }
 
+    /// The JobSet `name`, if it exists.
+    pub async fn find_jobset(&self, name: &str) -> Option<JobSet> {
+        let jobsets: Api<JobSet> = Api::namespaced(self.client.clone(), &self.ns.name);
+        jobsets.get_opt(name).await.expect("reading the JobSet")
+    }
+
     pub async fn delete(self) {
         // Best effort, like the namespace: a leftover queue never makes a test pass or fail.
         let _ = dynamic_api(&self.client, &self.cluster_queue, None)

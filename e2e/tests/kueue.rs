@@ -125,11 +125,14 @@ async fn waits_for_quota_then_runs(kind: &Kind) -> JobSet {
             queues.pods_of(name).await.is_empty(),
             "pods ran without quota"
         );
-        assert_eq!(
-            queues.jobset(name).await.spec.suspend,
-            Some(true),
-            "the JobSet waits for Kueue"
-        );
+        let jobset = queues.find_jobset(name).await;
+        if kind.queued_object == "JobSet" {
+            let suspended = jobset.and_then(|j| j.spec.suspend);
+            assert_eq!(suspended, Some(true), "the JobSet waits for Kueue");
+        } else {
+            // Kueue suspends the job itself from its creation: its JobSet comes once admitted.
+            assert!(jobset.is_none(), "no JobSet before Kueue admits the job");
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 

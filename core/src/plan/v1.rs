@@ -102,11 +102,16 @@ pub fn managed_here<K: Served>(job: &K) -> bool {
     }
 }
 
-/// Whether trainset ever made the job's JobSet (its status says `Created`): one missing now was
-/// lost, and its absence from the cache is confirmed before it is made again.
+/// Whether trainset ever made the job's JobSet: its status says `Created`, and not as a job held
+/// since it was created (suspended, no pod ever counted), which has no JobSet until it is
+/// resumed (see [`plan`]). One missing now was lost, and its absence from the cache is confirmed
+/// before it is made again.
 pub fn had_jobset<K: Served>(job: &K) -> bool {
-    job.job_status()
-        .is_some_and(|s| has_condition(s, status::CREATED))
+    job.job_status().is_some_and(|s| {
+        let held_since_created =
+            status::is_true(s, status::SUSPENDED) && s.replica_statuses.is_empty();
+        status::is_true(s, status::CREATED) && !held_since_created
+    })
 }
 
 pub fn ended<K: Served>(job: &K) -> bool {
@@ -206,6 +211,10 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
     let Some(jobset) = facts.jobset.or(created.as_ref().map(|c| &c.jobset)) else {
         return Ok(plan);
     };
+    // A suspended job without a JobSet gets none until it is resumed: nothing of it runs, so the
+    // cluster keeps no JobSet, Jobs or Service for it (v1 makes no pod for it either). Its status
+    // is what the JobSet it would get, suspended and never run, says.
+    let deferred = created.is_some() && wants_suspended(job);
 
     let name = job.name_any();
     let kind = K::kind(&());
@@ -228,14 +237,14 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
     }
     let jobset_finished = jobset_finished(jobset);
 
-    if created.is_some() {
+    if created.is_some() && !deferred {
         plan.happened.push(if had_jobset(job) {
             Happened::Recreated
         } else {
             Happened::Created
         });
+        plan.create = created;
     }
-    plan.create = created;
     let empty = JobStatus::default();
     transitions(previous.unwrap_or(&empty), &next, &mut plan.happened);
     if status::is_terminal(&next) {
@@ -386,17 +395,10 @@ fn suspend_write<K: Served>(
     })
 }
 
-fn has_condition(status: &JobStatus, type_: &str) -> bool {
-    status
-        .conditions
-        .iter()
-        .any(|c| c.type_ == type_ && c.status == "True")
-}
-
 /// What changed between two statuses that users are told about.
 fn transitions(previous: &JobStatus, next: &JobStatus, happened: &mut Vec<Happened>) {
     let became = |type_: &str| {
-        (!has_condition(previous, type_) && has_condition(next, type_))
+        (!status::is_true(previous, type_) && status::is_true(next, type_))
             .then(|| next.conditions.iter().find(|c| c.type_ == type_))
             .flatten()
     };

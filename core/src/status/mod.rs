@@ -291,7 +291,8 @@ pub fn is_terminal(status: &JobStatus) -> bool {
     is_true(status, SUCCEEDED) || is_true(status, FAILED)
 }
 
-fn is_true(status: &JobStatus, type_: &str) -> bool {
+/// Whether `status` has the condition `type_` True.
+pub fn is_true(status: &JobStatus, type_: &str) -> bool {
     status
         .conditions
         .iter()

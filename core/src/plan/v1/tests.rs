@@ -215,7 +215,7 @@ fn a_jobset_that_cannot_be_created_yet_is_said_in_created_false_until_it_is() {
     let jobs = running_jobs();
     let made = plan(facts(&waiting, Some(&live), &jobs, 10)).expect("plan");
     let status = made.status.expect("status");
-    assert!(has_condition(&status, status::CREATED));
+    assert!(status::is_true(&status, status::CREATED));
     let made = pytorch(json!({}), serde_json::to_value(&status).expect("status"));
     assert!(creation_retrying(&made, denied, &at(20)).is_none());
 }
@@ -257,6 +257,56 @@ fn a_new_job_gets_its_jobset_and_the_created_status_in_one_pass() {
     assert_eq!(plan.happened, [Happened::Created]);
     assert_eq!(state(&plan).as_deref(), Some(status::CREATED));
     assert!(!plan.delete_jobset && plan.requeue.is_none() && plan.suspend.is_none());
+}
+
+#[test]
+fn a_job_suspended_from_its_creation_gets_its_jobset_only_when_resumed() {
+    let planned = |job: &PyTorchJob, now: i64| {
+        let mut given = facts(job, None, &[], now);
+        given.compiled = compiled(job);
+        plan(given).expect("plan")
+    };
+    let held = pytorch(json!({"suspend": true}), json!(null));
+    let first = planned(&held, 0);
+    assert!(first.create.is_none(), "nothing is made while suspended");
+    assert!(first.happened.is_empty(), "{:?}", first.happened);
+    let written = first.status.expect("the status of a held job");
+    assert!(status::is_true(&written, status::CREATED));
+    assert!(status::is_true(&written, status::SUSPENDED));
+    assert!(written.replica_statuses.is_empty());
+
+    let held = pytorch(json!({"suspend": true}), json!(written));
+    assert!(!had_jobset(&held), "no JobSet to look up while held");
+    let again = planned(&held, 1);
+    assert!(again.create.is_none() && again.status.is_none() && again.happened.is_empty());
+
+    let resumed = planned(&pytorch(json!({"suspend": false}), json!(written)), 2);
+    assert_eq!(
+        resumed.create.as_ref().map(|c| c.jobset.spec.suspend),
+        Some(Some(false))
+    );
+    assert_eq!(
+        resumed.happened,
+        [Happened::Created],
+        "made, not made again"
+    );
+}
+
+#[test]
+fn a_job_that_ran_and_lost_its_jobset_while_suspended_gets_it_again_when_resumed() {
+    let planned = |job: &PyTorchJob| {
+        let mut given = facts(job, None, &[], 0);
+        given.compiled = compiled(job);
+        plan(given).expect("plan")
+    };
+    let ran = json!({"conditions": [condition("Created", "PyTorchJobCreated"),
+                                    condition("Suspended", "PyTorchJobSuspended")],
+                     "replicaStatuses": {"Master": {"active": 0}}});
+    let held = pytorch(json!({"suspend": true}), ran.clone());
+    assert!(had_jobset(&held));
+    assert!(planned(&held).create.is_none());
+    let resumed = pytorch(json!({"suspend": false}), ran);
+    assert_eq!(planned(&resumed).happened, [Happened::Recreated]);
 }
 
 #[test]
