@@ -103,15 +103,26 @@ pub fn managed_here<K: Served>(job: &K) -> bool {
 }
 
 /// Whether trainset ever made the job's JobSet: its status says `Created`, and not as a job held
-/// since it was created (suspended, no pod ever counted), which has no JobSet until it is
-/// resumed (see [`plan`]). One missing now was lost, and its absence from the cache is confirmed
-/// before it is made again.
+/// since it was created, which has no JobSet until it is resumed (see [`plan`]). One missing now
+/// was lost, and its absence from the cache is confirmed before it is made again.
 pub fn had_jobset<K: Served>(job: &K) -> bool {
-    job.job_status().is_some_and(|s| {
-        let held_since_created =
-            status::is_true(s, status::SUSPENDED) && s.replica_statuses.is_empty();
-        status::is_true(s, status::CREATED) && !held_since_created
-    })
+    job.job_status()
+        .is_some_and(|s| status::is_true(s, status::CREATED) && !held_since_created(s))
+}
+
+/// A status that says the job was suspended since it was created: no pod ever counted.
+fn held_since_created(status: &JobStatus) -> bool {
+    status::is_true(status, status::SUSPENDED) && status.replica_statuses.is_empty()
+}
+
+/// A job still suspended since its creation, whose status says so already: until it is resumed
+/// there is nothing to compile, make or write. Its spec was checked when it was first held, and
+/// is checked again, compiled, when it is resumed.
+fn held_as_said<K: Served>(job: &K) -> bool {
+    wants_suspended(job)
+        && job
+            .job_status()
+            .is_some_and(|s| status::is_true(s, status::CREATED) && held_since_created(s))
 }
 
 pub fn ended<K: Served>(job: &K) -> bool {
@@ -127,7 +138,7 @@ pub fn needs<K: Served>(job: &K, jobset: Option<&JobSet>) -> Needs {
     let autoscaler = job.autoscaling().is_some();
     let Some(jobset) = jobset else {
         return Needs {
-            compiled: true,
+            compiled: !held_as_said(job),
             workload: false,
             autoscaler,
         };
@@ -205,7 +216,8 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
         }
         (None, Some(Ok(compiled))) => Some(compiled),
         (None, Some(Err(reason))) => return Ok(invalid(job, &reason, &facts.now)),
-        // `fetch` compiles whenever the JobSet is missing; without it there is nothing to do.
+        // `fetch` compiles whenever the JobSet is missing but for a job held as its status says,
+        // which has nothing to do.
         (None, None) => return Ok(plan),
     };
     let Some(jobset) = facts.jobset.or(created.as_ref().map(|c| &c.jobset)) else {

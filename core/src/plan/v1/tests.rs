@@ -277,8 +277,14 @@ fn a_job_suspended_from_its_creation_gets_its_jobset_only_when_resumed() {
 
     let held = pytorch(json!({"suspend": true}), json!(written));
     assert!(!had_jobset(&held), "no JobSet to look up while held");
+    assert!(
+        !needs(&held, None).compiled,
+        "nothing to compile while held as said"
+    );
     let again = planned(&held, 1);
     assert!(again.create.is_none() && again.status.is_none() && again.happened.is_empty());
+    let unchanged = plan(facts(&held, None, &[], 1)).expect("plan");
+    assert!(unchanged.create.is_none() && unchanged.status.is_none());
 
     let resumed = planned(&pytorch(json!({"suspend": false}), json!(written)), 2);
     assert_eq!(
