@@ -5,7 +5,7 @@
 //!
 //! Needs `e2e/cluster up`; `e2e/bench` builds trainset (release, unless told otherwise), and runs
 //! this with `TRAINSET_BIN` naming the binary measured.
-//! Usage: `bench [--jobs N] [--peers] [--steady N] [--hold SECONDS] [--limit SECONDS]
+//! Usage: `bench [--jobs N] [--peers | --peer NAME...] [--steady N] [--hold SECONDS] [--limit SECONDS]
 //! [--warmup N] [--trials N]` (defaults: 1000 jobs, no peers, 10000 steady jobs held 60 s, a
 //! warm-up of 200 jobs, 3 trials of trainset against the floor).
 
@@ -83,7 +83,8 @@ struct Args {
     jobs: usize,
     warmup: usize,
     trials: usize,
-    peers: bool,
+    /// The peers measured after trainset, in [`PEERS`]' order.
+    peers: Vec<&'static str>,
     steady: usize,
     hold: u64,
     limit: u64,
@@ -94,7 +95,7 @@ fn args() -> Args {
         jobs: 1000,
         warmup: 200,
         trials: 3,
-        peers: false,
+        peers: Vec::new(),
         steady: 10_000,
         hold: 60,
         limit: DEFAULT_LIMIT_SECONDS,
@@ -114,14 +115,24 @@ fn args() -> Args {
             "--steady" => args.steady = number("--steady") as usize,
             "--hold" => args.hold = number("--hold"),
             "--limit" => args.limit = number("--limit"),
-            "--peers" => args.peers = true,
+            "--peers" => args.peers = PEERS.to_vec(),
+            "--peer" => {
+                let name = given.next().unwrap_or_default();
+                let peer = PEERS.iter().find(|p| **p == name);
+                args.peers.extend(peer.or_else(|| panic!("--peer {name:?}: one of {PEERS:?}")));
+            }
             other => panic!(
-                "unknown argument {other:?}; usage: bench [--jobs N] [--peers] [--steady N] [--hold SECONDS] [--limit SECONDS] [--warmup N] [--trials N]"
+                "unknown argument {other:?}; usage: bench [--jobs N] [--peers | --peer NAME...] [--steady N] [--hold SECONDS] [--limit SECONDS] [--warmup N] [--trials N]"
             ),
         }
     }
+    args.peers.sort_by_key(|p| PEERS.iter().position(|q| q == p));
+    args.peers.dedup();
     args
 }
+
+/// The peers `--peers` measures; `--peer NAME` measures one.
+const PEERS: [&str; 2] = ["training-operator", "trainer"];
 
 fn pytorchjob(index: usize, suspend: bool) -> Value {
     let template = json!({"spec": {"containers": [{"name": "pytorch", "image": "busybox"}]}});
@@ -1163,28 +1174,21 @@ async fn main() {
     };
     steady.extend(steady_state(&client, &trainset, process, args.steady, args.hold).await);
 
-    if args.peers {
-        let peer = Operator::start(&client, "training-operator").await;
-        let v1 = System {
-            label: "training-operator",
-            operator: Some((peer.pid(), "training-operator")),
-            manifest: pytorchjob,
-            done: succeeded,
-            exists_pods: true,
+    for &label in &args.peers {
+        let peer = Operator::start(&client, label).await;
+        let (manifest, done, exists_pods): (fn(usize, bool) -> Value, Marker, bool) = match label {
+            "trainer" => (trainjob, complete, false),
+            _ => (pytorchjob, succeeded, true),
         };
-        runs.push(run_jobs(&client, &v1, args.jobs).await);
-        steady.extend(steady_state(&client, &v1, peer, args.steady, args.hold).await);
-
-        let peer = Operator::start(&client, "trainer").await;
-        let trainer = System {
-            label: "trainer",
-            operator: Some((peer.pid(), "trainer")),
-            manifest: trainjob,
-            done: complete,
-            exists_pods: false,
+        let system = System {
+            label,
+            operator: Some((peer.pid(), label)),
+            manifest,
+            done,
+            exists_pods,
         };
-        runs.push(run_jobs(&client, &trainer, args.jobs).await);
-        steady.extend(steady_state(&client, &trainer, peer, args.steady, args.hold).await);
+        runs.push(run_jobs(&client, &system, args.jobs).await);
+        steady.extend(steady_state(&client, &system, peer, args.steady, args.hold).await);
     }
 
     print_table(&runs, &steady, args.jobs, &ratios);
