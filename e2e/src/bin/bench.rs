@@ -119,14 +119,16 @@ fn args() -> Args {
             "--peer" => {
                 let name = given.next().unwrap_or_default();
                 let peer = PEERS.iter().find(|p| **p == name);
-                args.peers.extend(peer.or_else(|| panic!("--peer {name:?}: one of {PEERS:?}")));
+                let peer = peer.unwrap_or_else(|| panic!("--peer {name:?}: one of {PEERS:?}"));
+                args.peers.push(peer);
             }
             other => panic!(
                 "unknown argument {other:?}; usage: bench [--jobs N] [--peers | --peer NAME...] [--steady N] [--hold SECONDS] [--limit SECONDS] [--warmup N] [--trials N]"
             ),
         }
     }
-    args.peers.sort_by_key(|p| PEERS.iter().position(|q| q == p));
+    args.peers
+        .sort_by_key(|p| PEERS.iter().position(|q| q == p));
     args.peers.dedup();
     args
 }
