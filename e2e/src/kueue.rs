@@ -103,8 +103,8 @@ impl Queues {
     }
 
     pub async fn jobset(&self, name: &str) -> JobSet {
-        let jobsets: Api<JobSet> = Api::namespaced(self.client.clone(), &self.ns.name);
-        jobsets.get(name).await.expect("JobSet")
+        let jobset = self.find_jobset(name).await;
+        jobset.unwrap_or_else(|| panic!("JobSet {name} does not exist"))
     }
 
     /// The JobSet `name`, if it exists.

@@ -110,19 +110,18 @@ pub fn had_jobset<K: Served>(job: &K) -> bool {
         .is_some_and(|s| status::is_true(s, status::CREATED) && !held_since_created(s))
 }
 
-/// A status that says the job was suspended since it was created: no pod ever counted.
+/// A status that says the job is `Created` and was suspended since: no pod ever counted.
 fn held_since_created(status: &JobStatus) -> bool {
-    status::is_true(status, status::SUSPENDED) && status.replica_statuses.is_empty()
+    status::is_true(status, status::CREATED)
+        && status::is_true(status, status::SUSPENDED)
+        && status.replica_statuses.is_empty()
 }
 
 /// A job still suspended since its creation, whose status says so already: until it is resumed
 /// there is nothing to compile, make or write. Its spec was checked when it was first held, and
 /// is checked again, compiled, when it is resumed.
 fn held_as_said<K: Served>(job: &K) -> bool {
-    wants_suspended(job)
-        && job
-            .job_status()
-            .is_some_and(|s| status::is_true(s, status::CREATED) && held_since_created(s))
+    wants_suspended(job) && job.job_status().is_some_and(held_since_created)
 }
 
 pub fn ended<K: Served>(job: &K) -> bool {

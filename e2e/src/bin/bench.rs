@@ -84,7 +84,7 @@ struct Args {
     warmup: usize,
     trials: usize,
     /// The peers measured after trainset, in [`PEERS`]' order.
-    peers: Vec<&'static str>,
+    peers: Vec<&'static System>,
     steady: usize,
     hold: u64,
     limit: u64,
@@ -115,12 +115,13 @@ fn args() -> Args {
             "--steady" => args.steady = number("--steady") as usize,
             "--hold" => args.hold = number("--hold"),
             "--limit" => args.limit = number("--limit"),
-            "--peers" => args.peers = PEERS.to_vec(),
+            "--peers" => args.peers = PEERS.iter().collect(),
             "--peer" => {
                 let name = given.next().unwrap_or_default();
-                let peer = PEERS.iter().find(|p| **p == name);
-                let peer = peer.unwrap_or_else(|| panic!("--peer {name:?}: one of {PEERS:?}"));
-                args.peers.push(peer);
+                let peer = PEERS.iter().find(|p| p.label == name);
+                let labels = PEERS.map(|p| p.label);
+                args.peers
+                    .push(peer.unwrap_or_else(|| panic!("--peer {name:?}: one of {labels:?}")));
             }
             other => panic!(
                 "unknown argument {other:?}; usage: bench [--jobs N] [--peers | --peer NAME...] [--steady N] [--hold SECONDS] [--limit SECONDS] [--warmup N] [--trials N]"
@@ -128,13 +129,28 @@ fn args() -> Args {
         }
     }
     args.peers
-        .sort_by_key(|p| PEERS.iter().position(|q| q == p));
-    args.peers.dedup();
+        .sort_by_key(|p| PEERS.iter().position(|q| q.label == p.label));
+    args.peers.dedup_by_key(|p| p.label);
     args
 }
 
-/// The peers `--peers` measures; `--peer NAME` measures one.
-const PEERS: [&str; 2] = ["training-operator", "trainer"];
+/// The peers `--peers` measures, in this order; `--peer NAME` measures one.
+static PEERS: [System; 2] = [
+    System {
+        label: "training-operator",
+        operator: None,
+        manifest: pytorchjob,
+        done: succeeded,
+        exists_pods: true,
+    },
+    System {
+        label: "trainer",
+        operator: None,
+        manifest: trainjob,
+        done: complete,
+        exists_pods: false,
+    },
+];
 
 fn pytorchjob(index: usize, suspend: bool) -> Value {
     let template = json!({"spec": {"containers": [{"name": "pytorch", "image": "busybox"}]}});
@@ -479,6 +495,7 @@ impl Operator {
 const STARTUP_PROBE: &str = "zzz-startup-probe";
 
 /// How one system is driven.
+#[derive(Clone, Copy)]
 struct System {
     label: &'static str,
     /// The operator's pid and its audit user; `None` for the direct run.
@@ -1176,21 +1193,14 @@ async fn main() {
     };
     steady.extend(steady_state(&client, &trainset, process, args.steady, args.hold).await);
 
-    for &label in &args.peers {
-        let peer = Operator::start(&client, label).await;
-        let (manifest, done, exists_pods): (fn(usize, bool) -> Value, Marker, bool) = match label {
-            "trainer" => (trainjob, complete, false),
-            _ => (pytorchjob, succeeded, true),
-        };
+    for peer in &args.peers {
+        let process = Operator::start(&client, peer.label).await;
         let system = System {
-            label,
-            operator: Some((peer.pid(), label)),
-            manifest,
-            done,
-            exists_pods,
+            operator: Some((process.pid(), peer.label)),
+            ..**peer
         };
         runs.push(run_jobs(&client, &system, args.jobs).await);
-        steady.extend(steady_state(&client, &system, peer, args.steady, args.hold).await);
+        steady.extend(steady_state(&client, &system, process, args.steady, args.hold).await);
     }
 
     print_table(&runs, &steady, args.jobs, &ratios);
