@@ -3,8 +3,8 @@
 //! shell around it: the controller, leader election, telemetry and `trainset render`.
 
 pub use trainset_core::{
-    admission, api, autoscaler, compile, crds, kinds, plan, pod_labels, quantity, run_policy,
-    status, suspend, trainjob_names,
+    admission, api, api_version, autoscaler, compile, crds, kinds, plan, pod_labels, quantity,
+    run_policy, status, suspend, trainjob_names,
 };
 
 pub mod controller;

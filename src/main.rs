@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use kube::api::Api;
 use tokio::sync::watch;
+use trainset::compile::DEFAULT_KUBECTL_DELIVERY_IMAGE;
 use trainset::compile::gang::GangScheduler;
 use trainset::controller::{Clients, Settings};
 use trainset::leader::Elector;
@@ -32,9 +33,8 @@ enum Command {
         log_format: LogFormat,
         #[command(flatten)]
         leader: LeaderArgs,
-        /// Cluster domain appended to TF_CONFIG endpoints (`<host>.<ns>.svc.<domain>`).
-        #[arg(long, env = "CUSTOM_CLUSTER_DOMAIN")]
-        cluster_domain: Option<String>,
+        #[command(flatten)]
+        compile: CompileArgs,
         /// Reconciles of each kind that run at once (different jobs; one job is never
         /// reconciled twice at once).
         #[arg(long, env = "TRAINSET_MAX_CONCURRENT_RECONCILES", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
@@ -58,9 +58,9 @@ enum Command {
         /// Output format.
         #[arg(short = 'o', long = "output", env = "TRAINSET_RENDER_OUTPUT", value_enum, default_value_t = Output::Yaml)]
         output: Output,
-        /// Cluster domain appended to TF_CONFIG endpoints, as `trainset run` would.
-        #[arg(long, env = "CUSTOM_CLUSTER_DOMAIN")]
-        cluster_domain: Option<String>,
+        /// What `trainset run` is started with, to compile as it would.
+        #[command(flatten)]
+        compile: CompileArgs,
         /// A file of TrainingRuntimes and ClusterTrainingRuntimes that TrainJobs may name
         /// (repeatable; runtimes in the manifest file count too).
         #[arg(long = "runtime")]
@@ -74,12 +74,27 @@ enum Command {
         #[arg(long, env = "TRAINSET_CRDS_DIR")]
         dir: Option<PathBuf>,
     },
+    /// Print the MutatingAdmissionPolicy and binding that record the API version each MPIJob
+    /// was created through (`deploy/api-version.yaml`).
+    ApiVersion,
     /// Print the MutatingAdmissionPolicy and binding that give pods v1's per-pod labels
     /// (`deploy/pod-labels.yaml`).
     PodLabels,
     /// Print the ValidatingAdmissionPolicies and bindings that refuse a TrainJob whose pod names
     /// would be too long (`deploy/trainjob-names.yaml`).
     TrainjobNames,
+}
+
+/// Settings that change what a job compiles to.
+#[derive(clap::Args)]
+struct CompileArgs {
+    /// Cluster domain appended to TF_CONFIG endpoints (`<host>.<ns>.svc.<domain>`).
+    #[arg(long, env = "CUSTOM_CLUSTER_DOMAIN")]
+    cluster_domain: Option<String>,
+    /// The image that gives an MPIJob `kubeflow.org/v1` launcher its `kubectl` (training-operator
+    /// v1.9.4's flag).
+    #[arg(long, env = "TRAINSET_MPI_KUBECTL_DELIVERY_IMAGE", default_value = DEFAULT_KUBECTL_DELIVERY_IMAGE)]
+    mpi_kubectl_delivery_image: String,
 }
 
 /// Leader election on a coordination.k8s.io Lease, so several replicas can run.
@@ -135,7 +150,7 @@ fn main() -> anyhow::Result<()> {
             metrics_address,
             log_format,
             leader,
-            cluster_domain,
+            compile,
             max_concurrent_reconciles,
             gang,
         } => run(
@@ -143,7 +158,8 @@ fn main() -> anyhow::Result<()> {
             log_format,
             leader,
             Settings {
-                cluster_domain,
+                cluster_domain: compile.cluster_domain,
+                kubectl_delivery_image: compile.mpi_kubectl_delivery_image,
                 max_concurrent_reconciles,
                 gang_scheduler: gang.scheduler()?,
             },
@@ -152,7 +168,7 @@ fn main() -> anyhow::Result<()> {
             file,
             namespace,
             output,
-            cluster_domain,
+            compile,
             runtimes,
             gang,
         } => render(
@@ -160,12 +176,17 @@ fn main() -> anyhow::Result<()> {
             &runtimes,
             &namespace,
             &trainset::render::Operator {
-                cluster_domain: cluster_domain.as_deref(),
+                cluster_domain: compile.cluster_domain.as_deref(),
                 gang_scheduler: Some(&gang.scheduler()?),
+                kubectl_delivery_image: Some(&compile.mpi_kubectl_delivery_image),
             },
             output,
         ),
         Command::Crds { dir } => print_crds(dir),
+        Command::ApiVersion => {
+            print!("{}", trainset::api_version::to_yaml()?);
+            Ok(())
+        }
         Command::PodLabels => {
             print!("{}", trainset::pod_labels::to_yaml()?);
             Ok(())

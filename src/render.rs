@@ -73,6 +73,8 @@ pub struct Operator<'a> {
     pub cluster_domain: Option<&'a str>,
     /// `--gang-scheduler`: the gang scheduler that places v1 jobs.
     pub gang_scheduler: Option<&'a GangScheduler>,
+    /// `--mpi-kubectl-delivery-image`: an MPIJob `kubeflow.org/v1` launcher's `kubectl` image.
+    pub kubectl_delivery_image: Option<&'a str>,
 }
 
 /// Compiles every document of `input`, placing jobs without a namespace in `namespace`; a
@@ -292,7 +294,7 @@ struct ByKind<'a> {
 
 impl Visitor for ByKind<'_> {
     fn v1<K: Served>(&mut self) {
-        if let Some(value) = self.value.take_if(|v| kinds::is::<K>(v)) {
+        if let Some(value) = self.value.take_if(|v| kinds::is_served::<K>(v)) {
             self.compiled = Some(compile_v1::<K>(value, self.namespace, &self.operator));
         }
     }
@@ -317,6 +319,7 @@ fn compile_v1<K: Served>(
         ssh_key: key.as_ref(),
         cluster_domain: operator.cluster_domain,
         gang_scheduler: operator.gang_scheduler,
+        kubectl_delivery_image: operator.kubectl_delivery_image,
     };
     Ok(kinds::compile_manifest(value, &options)?)
 }

@@ -36,7 +36,27 @@ fn crd<K: TrainingJob>() -> Result<CustomResourceDefinition, CrdError> {
     let mut value =
         serde_json::to_value(with_rules::<K>(K::crd()).map_err(build)?).map_err(build)?;
     bound_integers(&mut value);
+    also_served_at(&mut value, K::ALSO_SERVED_AT);
     serde_json::from_value(value).map_err(build)
+}
+
+/// Serves the CRD's one version under each name of `versions` too, with the same schema, not
+/// stored: with conversion `None` the apiserver converts by rewriting `apiVersion`, and prunes
+/// an object by the schema of the version it is stored in and of the version it is read in, so
+/// only one schema for all loses no field either way.
+fn also_served_at(crd: &mut Value, versions: &[&str]) {
+    let Some(served) = crd["spec"]["versions"].as_array_mut() else {
+        return;
+    };
+    let Some(stored) = served.first().cloned() else {
+        return;
+    };
+    for version in versions {
+        let mut also = stored.clone();
+        also["name"] = json!(version);
+        also["storage"] = json!(false);
+        served.push(also);
+    }
 }
 
 /// The smallest and largest port Kubernetes accepts in a probe or lifecycle handler.

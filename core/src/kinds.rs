@@ -12,7 +12,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::trainer::TrainJob;
-use crate::api::{JAXJob, MPIJob, PaddleJob, PyTorchJob, TFJob, TrainingJob, XGBoostJob};
+use crate::api::{
+    API_VERSION_ANNOTATION, JAXJob, MPIJob, PaddleJob, PyTorchJob, TFJob, TrainingJob, XGBoostJob,
+};
 use serde_json::Value;
 
 use crate::compile::v1::Compile;
@@ -73,13 +75,56 @@ pub fn is<K: Resource<DynamicType = ()>>(manifest: &Value) -> bool {
         && manifest["kind"] == K::kind(&()).as_ref()
 }
 
+/// Whether `manifest` is a training job of kind `K` at any version `K` is served at.
+pub fn is_served<K: TrainingJob>(manifest: &Value) -> bool {
+    manifest["kind"] == K::kind(&()).as_ref()
+        && api_versions::<K>().any(|version| manifest["apiVersion"] == version)
+}
+
+/// `group/version` for each version `K` is served at, its own first.
+fn api_versions<K: TrainingJob>() -> impl Iterator<Item = String> {
+    let group = K::group(&());
+    std::iter::once(K::api_version(&()).into_owned()).chain(
+        K::ALSO_SERVED_AT
+            .iter()
+            .map(move |version| format!("{group}/{version}")),
+    )
+}
+
+/// What the apiserver's admission policy does when a job of a kind served at more than one
+/// version is created (`crate::api_version`): records the version in
+/// [`API_VERSION_ANNOTATION`], whatever the manifest said there.
+pub fn record_api_version<K: TrainingJob>(manifest: &mut Value) {
+    if K::ALSO_SERVED_AT.is_empty() {
+        return;
+    }
+    let Some((_, version)) = manifest["apiVersion"]
+        .as_str()
+        .and_then(|api_version| api_version.split_once('/'))
+    else {
+        return;
+    };
+    let version = Value::String(version.to_owned());
+    if !manifest["metadata"].is_object() {
+        manifest["metadata"] = Value::Object(Default::default());
+    }
+    let metadata = &mut manifest["metadata"];
+    if !metadata["annotations"].is_object() {
+        metadata["annotations"] = Value::Object(Default::default());
+    }
+    metadata["annotations"][API_VERSION_ANNOTATION] = version;
+}
+
 /// The served kinds and versions as error messages name them:
 /// `TFJob, PyTorchJob, ... at kubeflow.org/v1; MPIJob at kubeflow.org/v2beta1; TrainJob at ...`.
 pub fn served() -> String {
     struct Names(Vec<(String, Vec<String>)>);
     impl Names {
         fn add<K: Resource<DynamicType = ()>>(&mut self) {
-            let version = K::api_version(&()).into_owned();
+            self.add_at::<K>(K::api_version(&()).into_owned());
+        }
+        /// `K` at `version`, which may name more than one: `kubeflow.org/v2beta1 and ...`.
+        fn add_at<K: Resource<DynamicType = ()>>(&mut self, version: String) {
             let kind = K::kind(&()).into_owned();
             match self.0.last_mut() {
                 Some((last, kinds)) if *last == version => kinds.push(kind),
@@ -89,7 +134,7 @@ pub fn served() -> String {
     }
     impl Visitor for Names {
         fn v1<K: Served>(&mut self) {
-            self.add::<K>();
+            self.add_at::<K>(api_versions::<K>().collect::<Vec<_>>().join(" and "));
         }
         fn trainer(&mut self) {
             self.add::<TrainJob>();
@@ -115,7 +160,8 @@ pub fn compile_manifest(manifest: Value, options: &Options<'_>) -> Result<Compil
     }
     impl Visitor for ByKind<'_> {
         fn v1<K: Served>(&mut self) {
-            if let Some(manifest) = self.manifest.take_if(|m| is::<K>(m)) {
+            if let Some(mut manifest) = self.manifest.take_if(|m| is_served::<K>(m)) {
+                record_api_version::<K>(&mut manifest);
                 self.compiled =
                     Some(parse::<K>(manifest).and_then(|job| job.compile(self.options)));
             }
@@ -155,7 +201,8 @@ mod tests {
         assert_eq!(
             super::served(),
             "TFJob, PyTorchJob, XGBoostJob, PaddleJob, JAXJob at kubeflow.org/v1; \
-             MPIJob at kubeflow.org/v2beta1; TrainJob at trainer.kubeflow.org/v1alpha1"
+             MPIJob at kubeflow.org/v2beta1 and kubeflow.org/v1; \
+             TrainJob at trainer.kubeflow.org/v1alpha1"
         );
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod api;
+pub mod api_version;
 pub mod autoscaler;
 pub mod compile;
 pub mod crds;

@@ -1,7 +1,8 @@
 """The Kubeflow Training Operator's Python SDK (kubeflow-training 1.9.4, from PyPI, unchanged)
 against trainset on the local control plane: every call a user of the v1 operator makes, for
-each of the five kubeflow.org/v1 kinds the SDK and trainset share, plus the assertions of the
-SDK's own e2e tests (training-operator v1.9.4, sdk/python/test/e2e) in our words.
+each of the six kubeflow.org/v1 kinds the SDK and trainset share (MPIJob is training-operator
+v1's), plus the assertions of the SDK's own e2e tests (training-operator v1.9.4,
+sdk/python/test/e2e) in our words.
 
 Run by e2e/sdk/run training, which makes the venv, starts trainset and sets KUBECONFIG.
 """
@@ -278,3 +279,70 @@ def test_managed_by(namespace, training_client):
     assert not jobset_exists(namespace, "mb-multikueue")
     for name in names:
         tc.delete_job(name, namespace, "PyTorchJob")
+
+
+def test_every_call_on_an_mpijob(namespace, training_client):
+    """training-operator v1's MPIJob, as the SDK builds it: the launcher is the master, and
+    v1.9.4 labels neither launcher nor workers with a replica index. The workers sleep until the
+    launcher is done, as v1's do; here they outlive it and go when the job ends."""
+    kind = "MPIJob"
+    tc = TrainingClient(job_kind=kind)
+    name = "mpijob-sdk"
+    container = constants.JOB_PARAMETERS[kind]["container"]
+    job = m.KubeflowOrgV1MPIJob(
+        api_version=f"{constants.GROUP}/{constants.VERSION}",
+        kind=kind,
+        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
+        spec=m.KubeflowOrgV1MPIJobSpec(
+            slots_per_worker=2,
+            main_container=container,
+            run_policy=m.KubeflowOrgV1RunPolicy(clean_pod_policy="None"),
+            mpi_replica_specs={
+                "Launcher": replica(1, container, 16, restart_policy="Never"),
+                "Worker": replica(2, container, 600, restart_policy="Never"),
+            },
+        ),
+    )
+    tc.create_job(job=job, namespace=namespace)
+    tc.wait_for_job_conditions(name, namespace, kind, expected_conditions={"Running"},
+                               wait_timeout=WAIT, polling_interval=1)
+
+    pods = wait_until(f"3 pods of {name}",
+                      lambda: (lambda p: p if len(p) == 3 else None)(
+                          live(tc.get_job_pods(name, namespace))))
+    masters = tc.get_job_pods(name, namespace, is_master=True)
+    assert [label(p, "training.kubeflow.org/replica-type") for p in masters] == ["launcher"]
+    for replica_type, count in [("launcher", 1), ("worker", 2)]:
+        of_type = tc.get_job_pods(name, namespace, replica_type=replica_type)
+        assert len(of_type) == count, (replica_type, [p.metadata.name for p in of_type])
+    assert sorted(tc.get_job_pod_names(name, namespace)) == sorted(p.metadata.name for p in pods)
+    # The workers' logs while they run (they go when the job ends).
+    logs, _ = tc.get_job_logs(name, namespace, kind, is_master=False, replica_type="worker")
+    assert len(logs) == 2 and all("replica type worker" in t for t in logs.values()), logs
+
+    set_suspend(tc, name, namespace, kind, True)
+    wait_until(f"{name} to be Suspended", lambda: any(
+        c.type == "Suspended" and c.status == "True"
+        for c in tc.get_job_conditions(name, namespace, kind)))
+    wait_until(f"the pods of suspended {name} to go", lambda: not live(pods_of(namespace, name)))
+    set_suspend(tc, name, namespace, kind, False)
+    wait_until(f"{name} to run again", lambda: len(live(pods_of(namespace, name))) == 3)
+
+    succeeded(tc, name, namespace, kind)
+
+    # The launcher's log by default: the master's.
+    logs, _ = tc.get_job_logs(name, namespace, kind)
+    assert len(logs) == 1, logs
+    ((pod_name, text),) = logs.items()
+    assert f"/{pod_name} container {container}: replica type launcher" in text, text
+
+    # v1's objects beside the JobSet, owned by the job.
+    core = k8s.CoreV1Api()
+    hostfile = core.read_namespaced_config_map(f"{name}-config", namespace).data["hostfile"]
+    assert hostfile == f"{name}-worker-0 slots=2\n{name}-worker-1 slots=2\n", hostfile
+    core.read_namespaced_service_account(f"{name}-launcher", namespace)
+
+    assert name in [j.metadata.name for j in tc.list_jobs(namespace, kind)]
+    tc.delete_job(name, namespace, kind)
+    wait_until(f"{name}, its JobSet and pods to be gone",
+               lambda: not jobset_exists(namespace, name) and not pods_of(namespace, name))

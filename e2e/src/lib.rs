@@ -398,8 +398,8 @@ pub fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
 }
 
 /// Applies the committed CRDs under `crds/`, waits until each is established, then applies
-/// `deploy/trainjob-names.yaml` (whose policies read the runtime CRDs), as the README installs
-/// them.
+/// `deploy/trainjob-names.yaml` (whose policies read the runtime CRDs) and
+/// `deploy/api-version.yaml`, as the README installs them.
 pub async fn install_crds(client: &Client) {
     let mut names = Vec::new();
     for entry in
@@ -426,7 +426,10 @@ pub async fn install_crds(client: &Client) {
         "crds/ holds every CRD trainset serves"
     );
     wait_established(client, &names).await;
-    for policy in trainset::trainjob_names::objects() {
+    let policies = trainset::trainjob_names::objects()
+        .into_iter()
+        .chain(trainset::api_version::objects());
+    for policy in policies {
         apply(client, &policy, None)
             .await
             .unwrap_or_else(|e| panic!("applying {}: {e}", policy["metadata"]["name"]));

@@ -19,8 +19,7 @@ async fn every_compiled_example_completes() {
     let options = Options {
         default_namespace: Some(&ns.name),
         ssh_key: Some(&key),
-        cluster_domain: None,
-        gang_scheduler: None,
+        ..Default::default()
     };
     let mut names = Vec::new();
     for entry in std::fs::read_dir(repo_root().join("examples")).expect("examples/") {

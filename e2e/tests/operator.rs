@@ -157,8 +157,7 @@ async fn every_example_succeeds_with_counts_times_and_its_compiled_jobset() {
         let options = Options {
             default_namespace: Some(&ns.name),
             ssh_key: Some(&key),
-            cluster_domain: None,
-            gang_scheduler: None,
+            ..Default::default()
         };
         let compiled = compile_manifest(manifest.clone(), &options).expect("compiles");
         // Counts never exceed the replicas, none is left active, and the replica types that

@@ -4,7 +4,8 @@ use std::fmt::Debug;
 
 use jobset_types::JobSet;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
@@ -19,7 +20,7 @@ use crate::autoscaler::AutoscalerWrite;
 use crate::compile::gang;
 use crate::compile::{Compiled, JOB_NAME, OPERATOR_NAME};
 use crate::kinds::Served;
-use crate::plan::v1::Plan;
+use crate::plan::v1::{LauncherRole, Plan};
 use crate::plan::{Holder, SuspendWrite, holder, resource_exists};
 use crate::run_policy;
 
@@ -56,6 +57,7 @@ pub async fn apply<K: Served>(
         delete_jobset,
         clean_pods: clean,
         delete_job,
+        launcher_role,
         happened: _,
         requeue: _,
     } = plan;
@@ -89,6 +91,9 @@ pub async fn apply<K: Served>(
     if let Some(status) = status {
         write_status::<K>(job.meta(), namespace, status, ctx).await?;
     }
+    if let Some(role) = launcher_role {
+        write_launcher_role(job, namespace, role, ctx).await?;
+    }
     if *delete_jobset {
         jobsets
             .delete(&name, &DeleteParams::foreground())
@@ -96,7 +101,7 @@ pub async fn apply<K: Served>(
             .map_err(kube_error("deleting JobSet", &name))?;
     }
     if let Some(policy) = clean {
-        clean_pods::<K>(&name, namespace, *policy, ctx).await?;
+        clean_pods(&name, job.operator_name(), namespace, *policy, ctx).await?;
     }
     if *delete_job {
         // This job, not one created since under its name.
@@ -234,6 +239,22 @@ pub(super) async fn create(
     if let Some(secret) = &compiled.secret {
         let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
         if let Some(stop) = create_once(&api, secret).await? {
+            return Ok(stop);
+        }
+    }
+    if let Some(access) = &compiled.launcher_access {
+        if let Some(account) = &access.service_account {
+            let api: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), namespace);
+            if let Some(stop) = create_once(&api, account).await? {
+                return Ok(stop);
+            }
+        }
+        let api: Api<Role> = Api::namespaced(ctx.client.clone(), namespace);
+        if let Some(stop) = create_once(&api, &access.role).await? {
+            return Ok(stop);
+        }
+        let api: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), namespace);
+        if let Some(stop) = create_once(&api, &access.role_binding).await? {
             return Ok(stop);
         }
     }
@@ -394,6 +415,10 @@ fn claim(wanted: &ObjectMeta, existing: &ObjectMeta, described: String) -> Optio
 /// takes over one that exists: a Service of that name that no JobSet of this name controls
 /// (a user's TensorBoard Service named like the job, say) would leave the pods without DNS.
 fn service_taken(namespace: &str, jobset: &JobSet, ctx: &Context) -> Option<Applied> {
+    let network = jobset.spec.network.as_ref();
+    if network.and_then(|n| n.enable_dns_hostnames) == Some(false) {
+        return None;
+    }
     let name = jobset.name_any();
     let subdomain = jobset
         .spec
@@ -474,9 +499,50 @@ pub(super) async fn apply_status(
     Ok(())
 }
 
+/// Brings the launcher's Role to `role`'s rules where they differ from what this process last
+/// wrote. Only the job's own Role is written: one that is not (the creation step refused the job
+/// then) or that is gone is left alone.
+async fn write_launcher_role<K: Served>(
+    job: &K,
+    namespace: &str,
+    role: &LauncherRole,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let key = super::v1::job_key(job);
+    if ctx.launcher_roles().get(&key) == Some(&role.rules) {
+        return Ok(());
+    }
+    let roles: Api<Role> = Api::namespaced(ctx.client.clone(), namespace);
+    let Some(mut live) = roles
+        .get_opt(&role.name)
+        .await
+        .map_err(kube_error("getting Role", &role.name))?
+    else {
+        return Ok(());
+    };
+    let owned = live
+        .owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && Some(&o.uid) == job.uid().as_ref());
+    if !owned {
+        return Ok(());
+    }
+    if live.rules.as_ref() != Some(&role.rules) {
+        live.rules = Some(role.rules.clone());
+        // Replaced at the version read: a change since then is read again on the next reconcile.
+        roles
+            .replace(&role.name, &post_params(), &live)
+            .await
+            .map_err(kube_error("updating Role", &role.name))?;
+    }
+    ctx.launcher_roles().insert(key, role.rules.clone());
+    Ok(())
+}
+
 /// Deletes the pods `cleanPodPolicy` removes (pods are not cached: this runs once per job).
-async fn clean_pods<K: Served>(
+async fn clean_pods(
     name: &str,
+    operator_name: &str,
     namespace: &str,
     policy: CleanPodPolicy,
     ctx: &Context,
@@ -484,7 +550,7 @@ async fn clean_pods<K: Served>(
     let selector = format!(
         "{JOB_NAME}={},{OPERATOR_NAME}={}",
         name.replace('/', "-"),
-        K::OPERATOR_NAME
+        operator_name
     );
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let list = pods

@@ -30,6 +30,8 @@ pub struct Fetched {
     pub creation_failure: Option<String>,
     /// The HorizontalPodAutoscaler of the job's name, read when the job asks for one.
     pub autoscaler: Option<Option<HorizontalPodAutoscaler>>,
+    /// The pods its launcher execs into, for a job whose launcher does (from the pods cache).
+    pub exec_targets: Option<Vec<String>>,
 }
 
 impl Fetched {
@@ -44,6 +46,7 @@ impl Fetched {
             since_status_write: self.since_status_write,
             creation_failure: self.creation_failure.take(),
             autoscaler: self.autoscaler.as_ref().map(Option::as_ref),
+            exec_targets: self.exec_targets.as_deref(),
         }
     }
 }
@@ -66,6 +69,7 @@ pub async fn fetch<K: Served>(
             .map(|write| write.at.elapsed()),
         creation_failure: None,
         autoscaler: None,
+        exec_targets: None,
     };
     if !plan::managed_here(job) || plan::ended(job) || deleting(job) {
         return Ok(fetched);
@@ -79,6 +83,9 @@ pub async fn fetch<K: Served>(
             .map_err(kube_error("getting JobSet", &name))?,
     };
     if let Some(jobset) = &fetched.jobset {
+        fetched.exec_targets = job
+            .exec_targets()
+            .map(|replicated| ctx.caches.pods_of(namespace, &name, replicated));
         fetched.jobs = ctx.caches.jobs_of(jobset);
         if !jobset_finished(jobset) {
             fetched.creation_failure = ctx.caches.creation_failure(jobset);
@@ -136,6 +143,7 @@ fn compile<K: Served>(
         ssh_key: key.as_ref(),
         cluster_domain: ctx.cluster_domain.as_deref(),
         gang_scheduler: Some(&ctx.gang_scheduler),
+        kubectl_delivery_image: Some(&ctx.kubectl_delivery_image),
     };
     Ok(job.compile(&options).map_err(|e| e.to_string()))
 }

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::Client;
 use kube::runtime::controller::{Action, Config as ControllerConfig};
 
@@ -170,12 +171,17 @@ struct Context {
     readiness: Arc<Readiness>,
     /// v1's `CUSTOM_CLUSTER_DOMAIN`, for TF_CONFIG.
     cluster_domain: Option<String>,
+    /// The image of an MPIJob `kubeflow.org/v1` launcher's `kubectl-delivery` init container.
+    kubectl_delivery_image: String,
     /// The gang scheduler that places v1 jobs.
     gang_scheduler: GangScheduler,
     /// Consecutive failed reconciles per object, for the retry backoff.
     failures: Mutex<HashMap<String, u32>>,
     /// This process's last status write of each job the job cache may not show yet.
     status_writes: Mutex<HashMap<String, StatusWrite>>,
+    /// The rules this process last wrote into each MPIJob `kubeflow.org/v1` launcher's Role, by
+    /// job: a Role is read and written only when its job's pods change.
+    launcher_roles: Mutex<HashMap<String, Vec<PolicyRule>>>,
 }
 
 /// A status this process wrote: when (see `plan::COUNTS_INTERVAL`), and, until the job cache
@@ -231,6 +237,12 @@ impl Context {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
+
+    fn launcher_roles(&self) -> MutexGuard<'_, HashMap<String, Vec<PolicyRule>>> {
+        self.launcher_roles
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// Retry delay after `failures` consecutive errors: 1 s doubling up to 5 minutes.
@@ -247,6 +259,8 @@ const EVENTS_AT_STOP: Duration = Duration::from_secs(5);
 pub struct Settings {
     /// v1's `CUSTOM_CLUSTER_DOMAIN`, for TF_CONFIG.
     pub cluster_domain: Option<String>,
+    /// `--mpi-kubectl-delivery-image`.
+    pub kubectl_delivery_image: String,
     /// Reconciles of each kind running at once.
     pub max_concurrent_reconciles: u16,
     /// The gang scheduler that places v1 jobs.
@@ -329,9 +343,11 @@ pub async fn run(
         metrics,
         readiness: readiness.clone(),
         cluster_domain: settings.cluster_domain,
+        kubectl_delivery_image: settings.kubectl_delivery_image,
         gang_scheduler: settings.gang_scheduler,
         failures: Default::default(),
         status_writes: Default::default(),
+        launcher_roles: Default::default(),
     });
 
     // TrainJobs are served when the Trainer CRDs were installed before trainset started.

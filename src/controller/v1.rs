@@ -39,7 +39,7 @@ pub async fn controller<K: Served>(
     shutdown: Shutdown,
 ) {
     let (jobs, changes) = reconcile::jobs::<K>(&base);
-    let controller = Controller::for_stream(changes, jobs)
+    let mut controller = Controller::for_stream(changes, jobs)
         .with_config(config)
         .owns_stream(triggers.jobsets)
         .watches_stream(triggers.jobs, |job| {
@@ -47,6 +47,14 @@ pub async fn controller<K: Served>(
             name.zip(job.namespace())
                 .map(|(name, ns)| ObjectRef::<Packed<K>>::new(&name).within(&ns))
         });
+    if let Some(pods) = triggers.pods {
+        controller = controller.watches_stream(pods, |pod| {
+            let labels = pod.metadata.labels.as_ref()?;
+            let name = labels.get(jobset_label::JOBSET_NAME)?;
+            let namespace = pod.metadata.namespace.as_ref()?;
+            Some(ObjectRef::<Packed<K>>::new(name).within(namespace))
+        });
+    }
     let ctx = Arc::new(V1::<K> {
         base,
         kind: PhantomData,
@@ -89,6 +97,7 @@ impl<K: Served> Family for V1<K> {
 
     fn forget(&self, key: &str) {
         self.base.status_writes().remove(key);
+        self.base.launcher_roles().remove(key);
     }
 }
 

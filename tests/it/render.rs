@@ -68,10 +68,16 @@ fn every_example_renders_as_yaml_and_json() {
             .iter()
             .filter_map(|i| i["kind"].as_str())
             .collect();
-        let expected: &[&str] = if name == "mpijob" {
-            &["JobSet", "ConfigMap", "Secret"]
-        } else {
-            &["JobSet"]
+        let expected: &[&str] = match name.as_str() {
+            "mpijob" => &["JobSet", "ConfigMap", "Secret"],
+            "mpijob-v1" => &[
+                "JobSet",
+                "ConfigMap",
+                "ServiceAccount",
+                "Role",
+                "RoleBinding",
+            ],
+            _ => &["JobSet"],
         };
         assert_eq!(kinds, expected, "{name}");
     }
@@ -80,7 +86,14 @@ fn every_example_renders_as_yaml_and_json() {
 #[test]
 fn many_documents_render_in_order() {
     let examples = examples();
-    let input = format!("{}\n---\n{}", examples[0].1, examples[1].1);
+    let example = |name: &str| {
+        examples
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, text)| text.clone())
+            .unwrap_or_else(|| panic!("examples/{name}.yaml"))
+    };
+    let input = format!("{}\n---\n{}", example("jaxjob"), example("mpijob"));
     let out = render(&input, "", "team", &Operator::default(), Format::Json).expect("renders");
     let list: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     let names: Vec<&str> = list["items"]

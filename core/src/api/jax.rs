@@ -1,8 +1,7 @@
 //! JAXJob (`kubeflow.org/v1`).
 
 use super::{
-    JobStatus, MULTIKUEUE, ReplicaSpecs, RunPolicy, TRAINING_OPERATOR, TrainingJob,
-    training_job_accessors, training_kind,
+    JobStatus, ReplicaSpecs, RunPolicy, TrainingJob, training_job_accessors, training_kind,
 };
 
 training_kind! {
@@ -25,7 +24,6 @@ impl TrainingJob for JAXJob {
     const REPLICA_SPECS_FIELD: &'static str = "jaxReplicaSpecs";
     const REPLICA_TYPES: &'static [&'static str] = &["Worker"];
     const DEFAULT_CONTAINER: Option<&'static str> = Some("jax");
-    const MANAGED_BY_VALUES: &'static [&'static str] = &[TRAINING_OPERATOR, MULTIKUEUE];
 
     training_job_accessors!(jax_replica_specs);
 }

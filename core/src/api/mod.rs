@@ -14,7 +14,7 @@ pub mod xgboost;
 
 pub use common::*;
 pub use jax::JAXJob;
-pub use mpi::{LauncherCreationPolicy, MPIImplementation, MPIJob};
+pub use mpi::{LauncherCreationPolicy, MPIImplementation, MPIJob, MpiApi};
 pub use paddle::PaddleJob;
 pub use pytorch::{ElasticPolicy, PyTorchJob, RdzvBackend};
 pub use tensorflow::{TFJob, TFSuccessPolicy};
@@ -25,12 +25,19 @@ use kube::{CustomResourceExt, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-/// The `runPolicy.managedBy` value that means trainset reconciles the job.
+/// The `runPolicy.managedBy` value that means trainset reconciles a `kubeflow.org/v1` job.
 pub const TRAINING_OPERATOR: &str = "kubeflow.org/training-operator";
 /// mpi-operator's own `managedBy` value; trainset serves MPIJob v2beta1 in its place.
 pub const MPI_OPERATOR: &str = "kubeflow.org/mpi-operator";
-/// MultiKueue's `managedBy` value: the job runs on a worker cluster, not here.
+/// MultiKueue's `managedBy` value: the job runs on a worker cluster, not here. Every kind's CRD
+/// accepts it.
 pub const MULTIKUEUE: &str = "kueue.x-k8s.io/multikueue";
+
+/// Records the API version a job was created through, for a kind served at more than one
+/// ([`TrainingJob::ALSO_SERVED_AT`]): the apiserver stores every version alike, and the version
+/// decides how the job runs. Set at creation by the admission policy of `crate::api_version`
+/// (and by `trainset render` from the manifest's apiVersion); absent means the storage version.
+pub const API_VERSION_ANNOTATION: &str = "trainset.io/api-version";
 
 /// An autoscaler's bounds and metrics for a job's Worker count.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -51,8 +58,13 @@ pub trait TrainingJob:
     /// The container that must exist in every replica and that carries the framework's port and
     /// exit code; `None` where the kind requires no name (MPIJob uses container 0).
     const DEFAULT_CONTAINER: Option<&'static str>;
-    /// `runPolicy.managedBy` values the CRD accepts; the first one is trainset's.
-    const MANAGED_BY_VALUES: &'static [&'static str];
+    /// The `runPolicy.managedBy` values that mean trainset reconciles the job; the CRD accepts
+    /// these and [`MULTIKUEUE`].
+    const MANAGED_HERE: &'static [&'static str] = &[TRAINING_OPERATOR];
+    /// Versions of `kubeflow.org` the kind is served at besides its own (the storage version),
+    /// with the same schema; which one a job was created through is recorded in
+    /// [`API_VERSION_ANNOTATION`].
+    const ALSO_SERVED_AT: &'static [&'static str] = &[];
     /// Whether the kind has `elasticPolicy`: a running job's Worker count may then change within
     /// its bounds, and trainset resizes the Worker Job in place.
     const ELASTIC: bool = false;
@@ -61,6 +73,11 @@ pub trait TrainingJob:
     fn run_policy(&self) -> Option<&RunPolicy>;
     fn job_status(&self) -> Option<&JobStatus>;
     fn set_job_status(&mut self, status: JobStatus);
+
+    /// Which pods to delete once the job has finished (`None`: keep them).
+    fn clean_pod_policy(&self) -> Option<CleanPodPolicy> {
+        self.run_policy().and_then(|p| p.clean_pod_policy)
+    }
 
     /// Whether this job sets `elasticPolicy` (only kinds with [`TrainingJob::ELASTIC`] can).
     fn is_elastic(&self) -> bool {

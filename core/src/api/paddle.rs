@@ -5,8 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    JobStatus, MULTIKUEUE, ReplicaSpecs, RunPolicy, TRAINING_OPERATOR, TrainingJob,
-    training_job_accessors, training_kind,
+    JobStatus, ReplicaSpecs, RunPolicy, TrainingJob, training_job_accessors, training_kind,
 };
 
 training_kind! {
@@ -49,7 +48,6 @@ impl TrainingJob for PaddleJob {
     const REPLICA_SPECS_FIELD: &'static str = "paddleReplicaSpecs";
     const REPLICA_TYPES: &'static [&'static str] = &["Master", "Worker"];
     const DEFAULT_CONTAINER: Option<&'static str> = Some("paddle");
-    const MANAGED_BY_VALUES: &'static [&'static str] = &[TRAINING_OPERATOR, MULTIKUEUE];
     const ELASTIC: bool = true;
 
     fn is_elastic(&self) -> bool {

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::limits::MAX_PROCS_PER_NODE;
 use super::{
-    Autoscaling, JobStatus, MULTIKUEUE, ReplicaSpecs, Rule, RunPolicy, TRAINING_OPERATOR,
-    TrainingJob, training_job_accessors, training_kind,
+    Autoscaling, JobStatus, ReplicaSpecs, Rule, RunPolicy, TrainingJob, training_job_accessors,
+    training_kind,
 };
 
 training_kind! {
@@ -119,7 +119,6 @@ impl TrainingJob for PyTorchJob {
     const REPLICA_SPECS_FIELD: &'static str = "pytorchReplicaSpecs";
     const REPLICA_TYPES: &'static [&'static str] = &["Master", "Worker"];
     const DEFAULT_CONTAINER: Option<&'static str> = Some("pytorch");
-    const MANAGED_BY_VALUES: &'static [&'static str] = &[TRAINING_OPERATOR, MULTIKUEUE];
     const ELASTIC: bool = true;
 
     fn is_elastic(&self) -> bool {

@@ -4,8 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    JobStatus, MULTIKUEUE, ReplicaSpecs, Rule, RunPolicy, TRAINING_OPERATOR, TrainingJob,
-    training_job_accessors, training_kind,
+    JobStatus, ReplicaSpecs, Rule, RunPolicy, TrainingJob, training_job_accessors, training_kind,
 };
 
 training_kind! {
@@ -43,7 +42,6 @@ impl TrainingJob for TFJob {
     const REPLICA_TYPES: &'static [&'static str] =
         &["Chief", "Master", "PS", "Worker", "Evaluator"];
     const DEFAULT_CONTAINER: Option<&'static str> = Some("tensorflow");
-    const MANAGED_BY_VALUES: &'static [&'static str] = &[TRAINING_OPERATOR, MULTIKUEUE];
 
     training_job_accessors!(tf_replica_specs);
 

@@ -4,8 +4,8 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{Value, json};
 
-use super::TrainingJob;
 use super::limits::MAX_TOTAL_REPLICAS;
+use super::{MULTIKUEUE, TrainingJob};
 
 /// Every generated pod name, `<name>-<type>-<job index>-<pod index>-<5 characters>`, must fit in
 /// 63 characters (the JobSet webhook's check). One of the two indexes is always `0`, so
@@ -223,8 +223,12 @@ pub fn with_rules<K: TrainingJob>(
         let map = &mut spec["properties"][field];
         map["minProperties"] = json!(1);
         map["maxProperties"] = json!(K::REPLICA_TYPES.len());
-        spec["properties"]["runPolicy"]["properties"]["managedBy"]["enum"] =
-            json!(K::MANAGED_BY_VALUES);
+        let managers: Vec<&str> = K::MANAGED_HERE
+            .iter()
+            .copied()
+            .chain([MULTIKUEUE])
+            .collect();
+        spec["properties"]["runPolicy"]["properties"]["managedBy"]["enum"] = json!(managers);
         // A job applied without runPolicy is stored with an empty one, which means the same to
         // trainset; the Kubeflow SDK's models refuse a job whose runPolicy is missing.
         spec["properties"]["runPolicy"]["default"] = json!({});

@@ -1,8 +1,7 @@
 //! XGBoostJob (`kubeflow.org/v1`).
 
 use super::{
-    JobStatus, MULTIKUEUE, ReplicaSpecs, Rule, RunPolicy, TRAINING_OPERATOR, TrainingJob,
-    training_job_accessors, training_kind,
+    JobStatus, ReplicaSpecs, Rule, RunPolicy, TrainingJob, training_job_accessors, training_kind,
 };
 
 training_kind! {
@@ -21,7 +20,6 @@ impl TrainingJob for XGBoostJob {
     const REPLICA_SPECS_FIELD: &'static str = "xgbReplicaSpecs";
     const REPLICA_TYPES: &'static [&'static str] = &["Master", "Worker"];
     const DEFAULT_CONTAINER: Option<&'static str> = Some("xgboost");
-    const MANAGED_BY_VALUES: &'static [&'static str] = &[TRAINING_OPERATOR, MULTIKUEUE];
 
     training_job_accessors!(xgb_replica_specs);
 

@@ -16,7 +16,8 @@ use kube::core::DynamicObject;
 
 use gang::GangScheduler;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use serde_json::Value;
 
 pub use meta::{
@@ -67,6 +68,8 @@ pub struct Compiled {
     /// MPI only: `<name>-ssh` (MPIJob) or `<name>-mpi-ssh-auth` (TrainJob), type
     /// `kubernetes.io/ssh-auth`.
     pub secret: Option<Secret>,
+    /// MPIJob `kubeflow.org/v1` only: the launcher's identity and what it may do.
+    pub launcher_access: Option<LauncherAccess>,
     /// The gang scheduler's objects (a PodGroup, or a Workload and its PodGroups), created
     /// before the JobSet, in this order.
     pub gang: Vec<DynamicObject>,
@@ -85,6 +88,13 @@ impl Compiled {
         if let Some(secret) = &self.secret {
             objects.push(serde_json::to_value(secret)?);
         }
+        if let Some(access) = &self.launcher_access {
+            if let Some(account) = &access.service_account {
+                objects.push(serde_json::to_value(account)?);
+            }
+            objects.push(serde_json::to_value(&access.role)?);
+            objects.push(serde_json::to_value(&access.role_binding)?);
+        }
         for object in &self.gang {
             objects.push(serde_json::to_value(object)?);
         }
@@ -94,6 +104,22 @@ impl Compiled {
         Ok(objects)
     }
 }
+
+/// What the launcher of an MPIJob `kubeflow.org/v1` runs as: `<name>-launcher`, a
+/// ServiceAccount of that name unless the launcher's template names its own, a Role that lets it
+/// read the namespace's pods and exec into this job's workers, and the binding of the two.
+#[derive(Clone, Debug)]
+pub struct LauncherAccess {
+    /// `None` when the launcher's template names a ServiceAccount: that one is bound, not made.
+    pub service_account: Option<ServiceAccount>,
+    pub role: Role,
+    pub role_binding: RoleBinding,
+}
+
+/// The image v1's launcher gets `kubectl` from, unless trainset is told another
+/// (`--mpi-kubectl-delivery-image`): training-operator v1.9.4's default.
+pub const DEFAULT_KUBECTL_DELIVERY_IMAGE: &str =
+    "ghcr.io/kubeflow/training-v1/kubectl-delivery:latest";
 
 /// Inputs that are not part of the training job.
 #[derive(Clone, Copy, Debug, Default)]
@@ -106,6 +132,9 @@ pub struct Options<'a> {
     pub cluster_domain: Option<&'a str>,
     /// The gang scheduler v1 jobs are placed by (`--gang-scheduler`); none when `None`.
     pub gang_scheduler: Option<&'a GangScheduler>,
+    /// The image of an MPIJob `kubeflow.org/v1` launcher's `kubectl-delivery` init container;
+    /// [`DEFAULT_KUBECTL_DELIVERY_IMAGE`] when `None`.
+    pub kubectl_delivery_image: Option<&'a str>,
 }
 
 /// Deserializes a manifest into its kind, naming the field at fault on error.

@@ -7,6 +7,7 @@ use jobset_types::JobSet;
 use jobset_types::keys::kueue;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{Resource, ResourceExt};
 
@@ -17,6 +18,7 @@ use super::{
 use crate::api::{CleanPodPolicy, JobStatus};
 use crate::autoscaler::{self, AutoscalerWrite, Held};
 use crate::compile::Compiled;
+use crate::compile::v1::mpi_kubectl_exec::{launcher_name, launcher_rules};
 use crate::decode::Undecodable;
 use crate::kinds::Served;
 use crate::run_policy;
@@ -53,6 +55,9 @@ pub struct Facts<'a, K> {
     /// The HorizontalPodAutoscaler of the job's name (when [`Needs::autoscaler`]): `Some(None)`
     /// when there is none.
     pub autoscaler: Option<Option<&'a HorizontalPodAutoscaler>>,
+    /// For a job whose launcher execs into its pods ([`crate::compile::v1::Compile::exec_targets`]): the names of
+    /// the JobSet's pods it execs into, sorted.
+    pub exec_targets: Option<&'a [String]>,
 }
 
 /// A change of replica counts alone is written at most this often (an elastic job's at once); a
@@ -81,9 +86,19 @@ pub struct Plan {
     pub clean_pods: Option<CleanPodPolicy>,
     /// `ttlSecondsAfterFinished` ran out: delete the job.
     pub delete_job: bool,
+    /// The launcher Role's rules as the job's pods now are (MPIJob `kubeflow.org/v1`), written
+    /// where they differ.
+    pub launcher_role: Option<LauncherRole>,
     pub happened: Vec<Happened>,
     /// When to reconcile again without a change (a deadline, a TTL); `None` waits for one.
     pub requeue: Option<Duration>,
+}
+
+/// The Role an MPIJob `kubeflow.org/v1` launcher runs with, as its workers now are.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LauncherRole {
+    pub name: String,
+    pub rules: Vec<PolicyRule>,
 }
 
 /// Why no plan can be made until the job changes.
@@ -93,12 +108,12 @@ pub enum PlanError {
     Resume(String),
 }
 
-/// Whether trainset runs the job: `runPolicy.managedBy` unset or trainset's own value (the kind's
-/// first allowed one); another value hands it off (MultiKueue).
+/// Whether trainset runs the job: `runPolicy.managedBy` unset or one of the values that name
+/// trainset ([`crate::api::TrainingJob::MANAGED_HERE`]); another value hands it off (MultiKueue).
 pub fn managed_here<K: Served>(job: &K) -> bool {
     match job.run_policy().and_then(|p| p.managed_by.as_deref()) {
         None => true,
-        Some(manager) => K::MANAGED_BY_VALUES.first() == Some(&manager),
+        Some(manager) => K::MANAGED_HERE.contains(&manager),
     }
 }
 
@@ -164,14 +179,19 @@ fn queued(jobset: &JobSet) -> bool {
     jobset.labels().contains_key(kueue::QUEUE_NAME)
 }
 
-fn subject<'a, K: Served>(name: &'a str, kind: &'a str, present: &'a [&'a str]) -> Subject<'a> {
+fn subject<'a, K: Served>(
+    job: &K,
+    name: &'a str,
+    kind: &'a str,
+    present: &'a [&'a str],
+) -> Subject<'a> {
     Subject {
         kind,
         name,
-        operator_name: K::OPERATOR_NAME,
+        operator_name: job.operator_name(),
         replica_types: present,
         selector: K::REPLICA_SELECTOR,
-        detailed_failure: K::DETAILED_FAILURE_REASON,
+        detailed_failure: job.detailed_failure_reason(),
     }
 }
 
@@ -230,7 +250,7 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
     let name = job.name_any();
     let kind = K::kind(&());
     let present = present_types(job);
-    let subject = subject::<K>(&name, &kind, &present);
+    let subject = subject(job, &name, &kind, &present);
     let observed = Observed {
         jobset: Some(jobset),
         jobs: facts.jobs,
@@ -276,6 +296,12 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
             }
         }
     }
+    if let Some(pods) = facts.exec_targets.filter(|_| !status::is_terminal(&next)) {
+        plan.launcher_role = Some(LauncherRole {
+            name: launcher_name(&name),
+            rules: launcher_rules(pods),
+        });
+    }
     let previous = previous.unwrap_or(&empty);
     if status::changed(previous, &next) {
         // An elastic job's counts are what its scale subresource, and so its HPA, reads as the
@@ -320,7 +346,7 @@ pub fn creation_retrying<K: Served>(job: &K, error: &str, now: &Time) -> Option<
     }
     let (kind, name) = (K::kind(&()), job.name_any());
     let previous = job.job_status();
-    let next = status::creation_retrying(&subject::<K>(&name, &kind, &[]), previous, error, now);
+    let next = status::creation_retrying(&subject(job, &name, &kind, &[]), previous, error, now);
     let empty = JobStatus::default();
     status::changed(previous.unwrap_or(&empty), &next).then_some(next)
 }
@@ -343,7 +369,9 @@ pub fn wait_for_earlier<K: Served>(job: &K, object: &str) -> Plan {
 
 /// The job fails with `<Kind><reason>` for something trainset decided, and waits for a change.
 fn refuse<K: Served>(job: &K, reason: &str, message: String, now: &Time) -> Plan {
-    refuse_over::<K>(&job.name_any(), job.job_status(), reason, message, now)
+    let (kind, name) = (K::kind(&()), job.name_any());
+    let subject = subject(job, &name, &kind, &[]);
+    refuse_over(&subject, job.job_status(), reason, message, now)
 }
 
 /// A job the types cannot read fails `InvalidSpec` naming the field, over the status it has.
@@ -360,19 +388,27 @@ pub fn unreadable<K: Served>(name: &str, unreadable: &Undecodable, now: &Time) -
         K::kind(&()),
         unreadable.error
     );
-    refuse_over::<K>(name, previous.as_ref(), INVALID_SPEC, message, now)
+    let kind = K::kind(&());
+    // Neither of the job's own settings can be read; the status names no replica type.
+    let subject = Subject {
+        kind: &kind,
+        name,
+        operator_name: K::OPERATOR_NAMES.first().copied().unwrap_or_default(),
+        replica_types: &[],
+        selector: K::REPLICA_SELECTOR,
+        detailed_failure: false,
+    };
+    refuse_over(&subject, previous.as_ref(), INVALID_SPEC, message, now)
 }
 
-fn refuse_over<K: Served>(
-    name: &str,
+fn refuse_over(
+    subject: &Subject<'_>,
     previous: Option<&JobStatus>,
     reason: &str,
     message: String,
     now: &Time,
 ) -> Plan {
-    let kind = K::kind(&());
-    let subject = subject::<K>(name, &kind, &[]);
-    let next = status::fail(&subject, previous, reason, &message, now);
+    let next = status::fail(subject, previous, reason, &message, now);
     let empty = JobStatus::default();
     Plan {
         status: status::changed(previous.unwrap_or(&empty), &next).then_some(next),
@@ -435,11 +471,10 @@ fn transitions(previous: &JobStatus, next: &JobStatus, happened: &mut Vec<Happen
 
 /// After the terminal state: `cleanPodPolicy` (default `None`), then `ttlSecondsAfterFinished`.
 fn after_end<K: Served>(job: &K, done: &JobStatus, now: &Time, plan: &mut Plan) {
-    let policy = job.run_policy();
-    plan.clean_pods = policy
-        .and_then(|p| p.clean_pod_policy)
+    plan.clean_pods = job
+        .clean_pod_policy()
         .filter(|clean| *clean != CleanPodPolicy::None);
-    let ttl = policy.and_then(|p| p.ttl_seconds_after_finished);
+    let ttl = job.run_policy().and_then(|p| p.ttl_seconds_after_finished);
     let finished = done.completion_time.as_ref();
     if let (Some(ttl), Some(finished)) = (ttl, finished) {
         let left = run_policy::left(u64::try_from(ttl).unwrap_or(0), finished, now);

@@ -849,9 +849,7 @@ fn jobset_kind() -> Value {
 fn direct_jobset(manifest: &Value, namespace: &str) -> Value {
     let options = Options {
         default_namespace: Some(namespace),
-        ssh_key: None,
-        cluster_domain: None,
-        gang_scheduler: None,
+        ..Default::default()
     };
     let compiled = compile_manifest(manifest.clone(), &options).expect("compiles");
     let mut jobset = serde_json::to_value(&compiled.jobset).expect("JSON");

@@ -12,7 +12,7 @@ use futures::{SinkExt, StreamExt, TryStreamExt};
 use jobset_types::JobSet;
 use jobset_types::keys::{condition as jobset_condition, label as jobset_label};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
@@ -28,6 +28,7 @@ use super::Shutdown;
 use super::packed::{Keep, Kept, Packed, Projection, Unpacked, pack_event};
 use crate::api::limits::MAX_TOTAL_REPLICAS;
 use crate::api::trainer::TrainJob;
+use crate::compile::v1::mpi_kubectl_exec::OPERATOR as EXEC_OPERATOR;
 use crate::compile::{MANAGED_BY, OPERATOR_NAME, REPLICA_TYPE, TRAINSET};
 use crate::kinds::Served;
 use crate::telemetry::{Readiness, WatchHealth};
@@ -40,10 +41,15 @@ pub type Trigger<T> = Receiver<Result<Packed<T>, watcher::Error>>;
 /// The controllers a watch wakes, by the key its route gives an object.
 type Senders<T> = HashMap<String, Sender<Result<Packed<T>, watcher::Error>>>;
 
-/// What one controller reacts to: the JobSets and Jobs of its kind's jobs.
+/// A pod's metadata as the pods watch keeps it.
+pub type PodMeta = PartialObjectMeta<Pod>;
+
+/// What one controller reacts to: the JobSets and Jobs of its kind's jobs, and the pods whose
+/// names a launcher's Role lists (MPIJob's controller only).
 pub struct Triggers {
     pub jobsets: Trigger<JobSet>,
     pub jobs: Trigger<Job>,
+    pub pods: Option<Receiver<Result<PodMeta, watcher::Error>>>,
 }
 
 /// Objects per page of a watch's initial list, when it is listed in pages: what is decoded at
@@ -58,6 +64,9 @@ pub struct Caches {
     /// Every Service's name, namespace, controller and deletion, to see whose one named like a
     /// JobSet's subdomain is before the JobSet would take it over.
     services: Store<PartialObjectMeta<Service>>,
+    /// The pods of MPIJob `kubeflow.org/v1` jobs (`operator-name: mpijob-controller`): name,
+    /// namespace, the JobSet labels that say whose, and deletion.
+    pods: Store<PodMeta>,
     /// What Kubernetes refused to create for the JobSets in `jobsets`.
     creation_failures: CreationFailures,
 }
@@ -69,6 +78,27 @@ impl Caches {
         self.jobsets.wait_until_ready().await.is_ok()
             && self.jobs.wait_until_ready().await.is_ok()
             && self.services.wait_until_ready().await.is_ok()
+            && self.pods.wait_until_ready().await.is_ok()
+    }
+
+    /// The names of the pods of replicated job `replicated` of JobSet `namespace`/`jobset`
+    /// that are not being deleted, sorted. Only MPIJob `kubeflow.org/v1` pods are kept.
+    pub fn pods_of(&self, namespace: &str, jobset: &str, replicated: &str) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .pods
+            .state()
+            .iter()
+            .filter(|pod| pod.metadata.namespace.as_deref() == Some(namespace))
+            .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+            .filter(|pod| {
+                let label = |key: &str| pod.metadata.labels.as_ref()?.get(key).cloned();
+                label(jobset_label::JOBSET_NAME).as_deref() == Some(jobset)
+                    && label(jobset_label::REPLICATED_JOB_NAME).as_deref() == Some(replicated)
+            })
+            .filter_map(|pod| pod.metadata.name.clone())
+            .collect();
+        names.sort();
+        names
     }
 
     /// The metadata of the Service `namespace`/`name`, if it exists.
@@ -140,6 +170,9 @@ pub struct Watches {
     jobset_writer: Writer<Packed<JobSet>>,
     job_writer: Writer<Packed<Job>>,
     service_writer: Writer<PartialObjectMeta<Service>>,
+    pod_writer: Writer<PodMeta>,
+    /// The controller that keeps launchers' Roles (MPIJob's), once it takes its triggers.
+    pod_route: Option<Sender<Result<PodMeta, watcher::Error>>>,
     /// By the kind of a JobSet's controller owner.
     jobset_routes: Routes,
     /// By a Job's `training.kubeflow.org/operator-name`.
@@ -151,16 +184,20 @@ impl Watches {
         let (jobsets, jobset_writer) = reflector::store();
         let (jobs, job_writer) = reflector::store();
         let (services, service_writer) = reflector::store();
+        let (pods, pod_writer) = reflector::store();
         Self {
             caches: Caches {
                 jobsets,
                 jobs,
                 services,
+                pods,
                 creation_failures: CreationFailures::default(),
             },
             jobset_writer,
             job_writer,
             service_writer,
+            pod_writer,
+            pod_route: None,
             jobset_routes: Routes::default(),
             job_routes: HashMap::new(),
         }
@@ -173,10 +210,19 @@ impl Watches {
     /// The triggers of kind `K`'s controller.
     pub fn triggers<K: Served>(&mut self) -> Triggers {
         let (job_tx, jobs) = channel(BUFFER);
-        self.job_routes.insert(K::OPERATOR_NAME.to_owned(), job_tx);
+        for operator in K::OPERATOR_NAMES {
+            self.job_routes
+                .insert((*operator).to_owned(), job_tx.clone());
+        }
+        let pods = K::OPERATOR_NAMES.contains(&EXEC_OPERATOR).then(|| {
+            let (pod_tx, pods) = channel(BUFFER);
+            self.pod_route = Some(pod_tx);
+            pods
+        });
         Triggers {
             jobsets: self.jobset_trigger(&K::kind(&())),
             jobs,
+            pods,
         }
     }
 
@@ -231,6 +277,13 @@ impl Watches {
         .take_until(shutdown.clone())
         .for_each(|_| std::future::ready(()));
         tokio::spawn(services);
+        tokio::spawn(watch_pods(
+            client.clone(),
+            listing,
+            readiness.watch(),
+            (self.pod_writer, self.pod_route),
+            shutdown.clone(),
+        ));
         let jobsets = Keeping {
             project: project_jobset,
             route: Routes::key,
@@ -257,6 +310,76 @@ impl Watches {
             (self.job_routes, jobs),
             shutdown,
         ));
+    }
+}
+
+/// The metadata of the pods whose names launchers' Roles list, selected by their
+/// operator-name: a pod's creation or deletion wakes its job's reconcile, nothing else of it does.
+async fn watch_pods(
+    client: Client,
+    listing: Listing,
+    mut health: WatchHealth,
+    (mut writer, mut route): (
+        Writer<PodMeta>,
+        Option<Sender<Result<PodMeta, watcher::Error>>>,
+    ),
+    shutdown: Shutdown,
+) {
+    const LABELS: [&str; 2] = [jobset_label::JOBSET_NAME, jobset_label::REPLICATED_JOB_NAME];
+    let store = writer.as_reader();
+    let selected = listing
+        .config()
+        .labels(&format!("{OPERATOR_NAME}={EXEC_OPERATOR}"));
+    let events = watcher(Api::<PodMeta>::all(client), selected)
+        .default_backoff()
+        .inspect(move |event| health.record(event))
+        .modify(|pod| {
+            pod.types = None;
+            let meta = std::mem::take(&mut pod.metadata);
+            pod.metadata = ObjectMeta {
+                name: meta.name,
+                namespace: meta.namespace,
+                resource_version: meta.resource_version,
+                labels: meta.labels.map(|mut labels| {
+                    labels.retain(|key, _| LABELS.contains(&key.as_str()));
+                    labels
+                }),
+                deletion_timestamp: meta.deletion_timestamp,
+                ..ObjectMeta::default()
+            };
+        })
+        .take_until(shutdown);
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                tracing::warn!(%error, "pods watch failed; retrying");
+                continue;
+            }
+        };
+        let woken = match &event {
+            watcher::Event::Apply(pod) => match store.get(&ObjectRef::from_obj(pod)) {
+                Some(kept) => {
+                    kept.metadata.labels != pod.metadata.labels
+                        || kept.metadata.deletion_timestamp.is_some()
+                            != pod.metadata.deletion_timestamp.is_some()
+                }
+                None => true,
+            },
+            watcher::Event::Delete(_) => true,
+            _ => false,
+        }
+        .then(|| match &event {
+            watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => Some(pod.clone()),
+            _ => None,
+        })
+        .flatten();
+        writer.apply_watcher_event(&event);
+        if let (Some(pod), Some(tx)) = (woken, route.as_mut()) {
+            // A closed channel is a controller that stopped: nothing to tell.
+            let _ = tx.send(Ok(pod)).await;
+        }
     }
 }
 
@@ -560,12 +683,7 @@ mod tests {
                    "metadata": {"name": "demo", "namespace": "ns"},
                    "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": pod}}}})
         };
-        let options = Options {
-            default_namespace: None,
-            ssh_key: None,
-            cluster_domain: None,
-            gang_scheduler: None,
-        };
+        let options = Options::default();
         let compile = |pool: &str| {
             compile_manifest(job(pool), &options)
                 .map(|c| c.jobset)
@@ -645,6 +763,7 @@ mod tests {
             jobsets,
             jobs: store,
             services: reflector::store().0,
+            pods: reflector::store().0,
             creation_failures: CreationFailures::default(),
         };
         let demo: JobSet = serde_json::from_value(json!({
@@ -724,5 +843,48 @@ mod tests {
             full_job(0, "x"),
             project_job
         )));
+    }
+
+    #[test]
+    fn a_launcher_execs_into_its_own_jobs_live_workers_only() {
+        let (pods, mut writer) = reflector::store::<PodMeta>();
+        let pod = |name: &str, namespace: &str, jobset: &str, replicated: &str, deleting: bool| {
+            let mut meta: PodMeta = serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace, "labels": {
+                    jobset_label::JOBSET_NAME: jobset,
+                    jobset_label::REPLICATED_JOB_NAME: replicated,
+                }}
+            }))
+            .unwrap_or_else(|e| panic!("pod: {e}"));
+            if deleting {
+                meta.metadata.deletion_timestamp =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                    ));
+            }
+            meta
+        };
+        for object in [
+            pod("pi-worker-0-1-bbbbb", "ns", "pi", "worker", false),
+            pod("pi-worker-0-0-aaaaa", "ns", "pi", "worker", false),
+            pod("pi-worker-0-0-old00", "ns", "pi", "worker", true),
+            pod("pi-launcher-0-0-ccccc", "ns", "pi", "launcher", false),
+            pod("pi-worker-0-0-ddddd", "other", "pi", "worker", false),
+            pod("pi2-worker-0-0-eeeee", "ns", "pi2", "worker", false),
+        ] {
+            writer.apply_watcher_event(&watcher::Event::Apply(object));
+        }
+        let caches = Caches {
+            jobsets: reflector::store().0,
+            jobs: reflector::store().0,
+            services: reflector::store().0,
+            pods,
+            creation_failures: CreationFailures::default(),
+        };
+        assert_eq!(
+            caches.pods_of("ns", "pi", "worker"),
+            ["pi-worker-0-0-aaaaa", "pi-worker-0-1-bbbbb"]
+        );
     }
 }

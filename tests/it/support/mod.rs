@@ -31,8 +31,8 @@ pub fn compile_with_gang(
     let options = Options {
         default_namespace: namespace,
         ssh_key: Some(&key),
-        cluster_domain: None,
         gang_scheduler,
+        ..Default::default()
     };
     compile_manifest(manifest.clone(), &options)
 }

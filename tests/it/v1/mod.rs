@@ -3,6 +3,7 @@
 
 mod compile;
 mod gang;
+mod mpi;
 mod pod_labels;
 mod pods;
 mod status;

@@ -276,6 +276,7 @@ fn expected(
         "PaddleJob" => paddle(job, replica_type),
         "JAXJob" => jax(job, index),
         "MPIJob" => mpi(job, replica_type),
+        "MPIJob v1" => mpi_kubectl_exec(job, replica_type, container),
         other => panic!("no oracle for {other}"),
     }
 }
@@ -519,6 +520,30 @@ fn mpi(job: &Job, replica_type: &str) -> BTreeMap<String, String> {
     env
 }
 
+/// training-operator v1.9.4's MPIJob: the launcher's first container alone gets variables.
+fn mpi_kubectl_exec(job: &Job, replica_type: &str, container: &str) -> BTreeMap<String, String> {
+    let first = &job.replica("mpiReplicaSpecs", "Launcher")["template"]["spec"]["containers"][0];
+    if replica_type != "Launcher" || first["name"] != container {
+        return BTreeMap::new();
+    }
+    let mut env = vars(&[
+        ("OMPI_MCA_plm_rsh_agent", "/etc/mpi/kubexec.sh".into()),
+        ("OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile".into()),
+        ("I_MPI_HYDRA_BOOTSTRAP", "rsh".into()),
+        ("I_MPI_HYDRA_BOOTSTRAP_EXEC", "/etc/mpi/kubexec.sh".into()),
+    ]);
+    let gpu = first["resources"]["limits"]
+        .as_object()
+        .is_some_and(|limits| limits.keys().any(|k| k.contains("gpu")));
+    if !gpu {
+        env.extend(vars(&[
+            ("NVIDIA_VISIBLE_DEVICES", String::new()),
+            ("NVIDIA_DRIVER_CAPABILITIES", String::new()),
+        ]));
+    }
+    env
+}
+
 // ---- the check -------------------------------------------------------------------------------
 
 /// Variables that are plumbing, not part of v1's interface.
@@ -537,7 +562,10 @@ fn canonical(key: &str, value: &str) -> Value {
 /// `user_env` lists variables the manifest sets itself, with the values they must resolve to.
 fn check(manifest: &str, user_env: &[(&str, &str)]) -> usize {
     let value: Value = serde_norway::from_str(manifest).expect("YAML");
-    let kind = value["kind"].as_str().expect("kind").to_owned();
+    let mut kind = value["kind"].as_str().expect("kind").to_owned();
+    if kind == "MPIJob" && value["apiVersion"] == "kubeflow.org/v1" {
+        kind.push_str(" v1");
+    }
     let job = Job {
         name: value["metadata"]["name"].as_str().expect("name").to_owned(),
         namespace: value["metadata"]["namespace"]

@@ -311,6 +311,7 @@ pub fn compile_trainjob(
         jobset,
         config_map,
         secret,
+        launcher_access: None,
         gang,
         autoscaler: None,
     })

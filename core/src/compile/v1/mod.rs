@@ -6,6 +6,9 @@ mod gang;
 mod jax;
 mod jobset;
 mod mpi;
+mod mpi_config;
+pub mod mpi_kubectl_exec;
+mod mpi_ssh;
 mod paddle;
 mod policy;
 mod pytorch;
@@ -23,7 +26,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, EnvVar, PodSpec, Secret};
 use kube::{Resource, ResourceExt};
 
 use super::meta::{JOB_ROLE, MANAGED_BY, Owner, TRAINSET};
-use super::{CompileError, Compiled, Options, bounds, env};
+use super::{CompileError, Compiled, LauncherAccess, Options, bounds, env};
 use crate::api::{ReplicaSpec, RestartPolicy, TrainingJob};
 use crate::compile::gang::{Gang, GangScheduler};
 use jobset::{failure_policy, named_port, replicated_job};
@@ -87,6 +90,7 @@ pub struct Context<'a, J> {
     pub owner: Owner,
     pub groups: Vec<Group<'a>>,
     pub cluster_domain: Option<String>,
+    pub kubectl_delivery_image: Option<String>,
 }
 
 impl<J> Context<'_, J> {
@@ -176,6 +180,14 @@ impl Success {
     }
 }
 
+/// What a framework compiles besides the JobSet.
+#[derive(Default)]
+pub struct Extra {
+    pub config_map: Option<ConfigMap>,
+    pub secret: Option<Secret>,
+    pub launcher_access: Option<LauncherAccess>,
+}
+
 /// One framework: what a kind adds on top of the shared compilation.
 pub trait Framework {
     type Job: TrainingJob;
@@ -189,6 +201,10 @@ pub trait Framework {
     const NEEDS_SSH_KEY: bool = false;
     /// Whether env goes into every container (true) or only the default container (TFJob).
     const ENV_IN_EVERY_CONTAINER: bool = true;
+    /// Whether the pods get DNS hostnames under the job's headless Service, as every kind's did
+    /// in v1 but MPIJob's, which had neither (its launcher reaches its workers through the API
+    /// server).
+    const DNS_HOSTNAMES: bool = true;
     /// Whether v1 published `replicaStatuses[].selector` for the kind (PyTorch, Paddle, JAX).
     const REPLICA_SELECTOR: bool = false;
     /// Whether a failure's reason names its cause (mpi-operator) rather than being
@@ -259,8 +275,8 @@ pub trait Framework {
     fn extra_objects(
         _ctx: &Context<'_, Self::Job>,
         _options: &Options<'_>,
-    ) -> Result<(Option<ConfigMap>, Option<Secret>), CompileError> {
-        Ok((None, None))
+    ) -> Result<Extra, CompileError> {
+        Ok(Extra::default())
     }
 }
 
@@ -268,15 +284,22 @@ pub trait Framework {
 pub trait Compile {
     /// The framework label of v1's metrics: `tensorflow`, `pytorch`, ...
     const FRAMEWORK: &'static str;
-    /// The value of `training.kubeflow.org/operator-name` on the pods.
-    const OPERATOR_NAME: &'static str;
-    /// Whether [`Options::ssh_key`] must be given (MPIJob).
+    /// Every value of `training.kubeflow.org/operator-name` the kind's pods may carry.
+    const OPERATOR_NAMES: &'static [&'static str];
+    /// Whether compiling may need [`Options::ssh_key`] (MPIJob).
     const NEEDS_SSH_KEY: bool;
     /// Whether the status publishes each replica type's label selector.
     const REPLICA_SELECTOR: bool;
-    /// Whether a failure's reason names its cause.
-    const DETAILED_FAILURE_REASON: bool;
 
+    /// The value of `training.kubeflow.org/operator-name` on this job's pods.
+    fn operator_name(&self) -> &'static str;
+    /// Whether a failure's reason names its cause.
+    fn detailed_failure_reason(&self) -> bool;
+    /// The replicated job whose pods this job's launcher execs into (MPIJob `kubeflow.org/v1`),
+    /// so that its Role names them.
+    fn exec_targets(&self) -> Option<&'static str> {
+        None
+    }
     fn compile(&self, options: &Options<'_>) -> Result<Compiled, CompileError>;
 }
 
@@ -289,14 +312,20 @@ macro_rules! compiles_with {
         impl $crate::compile::v1::Compile for $job {
             const FRAMEWORK: &'static str =
                 <$framework as $crate::compile::v1::Framework>::FRAMEWORK;
-            const OPERATOR_NAME: &'static str =
-                <$framework as $crate::compile::v1::Framework>::OPERATOR_NAME;
+            const OPERATOR_NAMES: &'static [&'static str] =
+                &[<$framework as $crate::compile::v1::Framework>::OPERATOR_NAME];
             const NEEDS_SSH_KEY: bool =
                 <$framework as $crate::compile::v1::Framework>::NEEDS_SSH_KEY;
             const REPLICA_SELECTOR: bool =
                 <$framework as $crate::compile::v1::Framework>::REPLICA_SELECTOR;
-            const DETAILED_FAILURE_REASON: bool =
-                <$framework as $crate::compile::v1::Framework>::DETAILED_FAILURE_REASON;
+
+            fn operator_name(&self) -> &'static str {
+                <$framework as $crate::compile::v1::Framework>::OPERATOR_NAME
+            }
+
+            fn detailed_failure_reason(&self) -> bool {
+                <$framework as $crate::compile::v1::Framework>::DETAILED_FAILURE_REASON
+            }
 
             fn compile(
                 &self,
@@ -357,7 +386,11 @@ pub(crate) fn compile<F: Framework>(
         }
         None => Vec::new(),
     };
-    let (config_map, secret) = F::extra_objects(&ctx, options)?;
+    let Extra {
+        config_map,
+        secret,
+        launcher_access,
+    } = F::extra_objects(&ctx, options)?;
 
     let labels = job.labels();
     queue_name(labels)?;
@@ -375,10 +408,18 @@ pub(crate) fn compile<F: Framework>(
         metadata: ctx.owner.object_meta(ctx.name().to_owned(), jobset_labels),
         spec: JobSetSpec {
             replicated_jobs,
-            network: Some(Network {
-                enable_dns_hostnames: Some(true),
-                subdomain: Some(ctx.name().to_owned()),
-                publish_not_ready_addresses: Some(true),
+            network: Some(if F::DNS_HOSTNAMES {
+                Network {
+                    enable_dns_hostnames: Some(true),
+                    subdomain: Some(ctx.name().to_owned()),
+                    publish_not_ready_addresses: Some(true),
+                }
+            } else {
+                // JobSet's default is on: no Service, and the pods keep their own hostnames.
+                Network {
+                    enable_dns_hostnames: Some(false),
+                    ..Default::default()
+                }
             }),
             success_policy: Some(SuccessPolicy {
                 operator: Operator::All,
@@ -397,6 +438,7 @@ pub(crate) fn compile<F: Framework>(
         jobset,
         config_map,
         secret,
+        launcher_access,
         gang: gang_objects,
         autoscaler: crate::autoscaler::desired(job, ctx.namespace().to_owned()),
     };
@@ -439,5 +481,6 @@ fn context<'a, F: Framework>(job: &'a F::Job, options: &Options<'_>) -> Context<
         owner,
         groups,
         cluster_domain: options.cluster_domain.map(str::to_owned),
+        kubectl_delivery_image: options.kubectl_delivery_image.map(str::to_owned),
     }
 }

@@ -49,6 +49,7 @@ fn compiled(suspend: bool) -> Compiled {
             jobset: own(suspend, Value::Null),
             config_map: None,
             secret: None,
+            launcher_access: None,
             gang: Vec::new(),
             autoscaler: None,
         },

@@ -33,12 +33,7 @@ fn pytorch(run_policy: Value, status: Value) -> PyTorchJob {
 }
 
 fn compiled(job: &PyTorchJob) -> Option<Result<Compiled, String>> {
-    let options = Options {
-        default_namespace: None,
-        ssh_key: None,
-        cluster_domain: None,
-        gang_scheduler: None,
-    };
+    let options = Options::default();
     Some(job.compile(&options).map_err(|e| e.to_string()))
 }
 
@@ -135,6 +130,7 @@ fn facts<'a>(
         since_status_write: None,
         creation_failure: None,
         autoscaler: None,
+        exec_targets: None,
     }
 }
 
@@ -371,6 +367,7 @@ fn a_jobset_another_job_holds_fails_the_job_and_is_left_alone() {
         since_status_write: None,
         creation_failure: None,
         autoscaler: None,
+        exec_targets: None,
     };
     let plan = plan(facts).expect("plan");
     assert!(plan.create.is_none() && plan.suspend.is_none() && !plan.delete_jobset);
@@ -663,4 +660,43 @@ fn an_autoscaled_job_has_its_autoscaler_while_it_runs_and_not_after() {
     let mut plain = elastic.clone();
     plain.spec.elastic_policy = Some(Default::default());
     assert!(!needs(&plain, Some(&live)).autoscaler);
+}
+
+#[test]
+fn the_launcher_role_names_the_pods_it_may_exec_into_while_the_job_runs() {
+    let job = pytorch(json!({}), running_status(0));
+    let (jobset, jobs) = (running_jobset(), running_jobs());
+    let pods = [
+        "demo-worker-0-0-abcde".to_owned(),
+        "demo-worker-0-1-fghij".to_owned(),
+    ];
+    let mut running = facts(&job, Some(&jobset), &jobs, 10);
+    running.exec_targets = Some(&pods);
+    let role = plan(running).expect("plan").launcher_role.expect("a role");
+    assert_eq!(role.name, "demo-launcher");
+    let exec: Vec<_> = role
+        .rules
+        .iter()
+        .filter(|rule| rule.resources.as_deref() == Some(&["pods/exec".to_owned()][..]))
+        .collect();
+    assert_eq!(exec.len(), 1);
+    assert_eq!(exec[0].resource_names.as_deref(), Some(&pods[..]));
+    assert_eq!(exec[0].verbs, ["create"]);
+
+    // No worker yet: no exec rule at all, never one that names no pod (which means every pod).
+    let mut waiting = facts(&job, Some(&jobset), &jobs, 10);
+    waiting.exec_targets = Some(&[]);
+    let role = plan(waiting).expect("plan").launcher_role.expect("a role");
+    assert!(role.rules.iter().all(|rule| rule.resource_names.is_none()));
+    assert!(
+        role.rules
+            .iter()
+            .all(|rule| rule.resources.as_deref() == Some(&["pods".to_owned()][..]))
+    );
+
+    // Ended: the role is left as it is.
+    let done = pytorch(json!({}), succeeded_status(5));
+    let mut ended = facts(&done, Some(&jobset), &jobs, 10);
+    ended.exec_targets = Some(&pods);
+    assert!(plan(ended).expect("plan").launcher_role.is_none());
 }
