@@ -73,13 +73,14 @@ pub fn cluster_state() -> std::path::PathBuf {
 
 /// Runs `e2e/cluster <args>` (restarting a component, say) and panics if it fails.
 pub fn cluster(args: &[&str]) {
-    run_script("e2e/cluster", args);
+    run_script("e2e/cluster", args, &[]);
 }
 
 /// Runs the repository's script `path` with `args` and panics if it fails.
-fn run_script(path: &str, args: &[&str]) {
+fn run_script(path: &str, args: &[&str], env: &[(&str, &str)]) {
     let status = std::process::Command::new(repo_root().join(path))
         .args(args)
+        .envs(env.iter().copied())
         .status()
         .unwrap_or_else(|e| panic!("{path} {args:?}: {e}"));
     assert!(status.success(), "{path} {args:?} failed: {status}");
@@ -519,7 +520,12 @@ pub struct Peer(&'static str);
 
 impl Peer {
     pub fn start(name: &'static str) -> Self {
-        run_script("e2e/peers", &[name, "start"]);
+        Self::start_with(name, &[])
+    }
+
+    /// [`Peer::start`] with `env` set for `e2e/peers` (`TRAINSET_E2E_MPIJOB_V1`, ...).
+    pub fn start_with(name: &'static str, env: &[(&str, &str)]) -> Self {
+        run_script("e2e/peers", &[name, "start"], env);
         Peer(name)
     }
 
@@ -530,7 +536,7 @@ impl Peer {
     /// Stops the peer's processes only, as a restart of its pod would (`e2e/peers … pause`):
     /// its CRDs and jobs stay, and [`Peer::start`] brings it back over them.
     pub fn pause(self) {
-        run_script("e2e/peers", &[self.0, "pause"]);
+        run_script("e2e/peers", &[self.0, "pause"], &[]);
         std::mem::forget(self);
     }
 }

@@ -1,6 +1,6 @@
 //! `e2e/differential [FILE...]`: applies each manifest (default: `e2e/testdata/differential/`)
-//! unchanged under the upstream operators (training-operator v1.9.4 for the v1 kinds,
-//! mpi-operator v0.8.2 for MPIJob v2beta1) and then under trainset, each in a fresh namespace,
+//! unchanged under the upstream operators (training-operator v1.9.4 for the v1 kinds and for
+//! MPIJob v1, mpi-operator v0.8.2 for MPIJob v2beta1) and then under trainset, each in a fresh namespace,
 //! lets KWOK run the pods to the end, compares what each did pod by pod
 //! (`trainset_e2e::differential`), and fails when a difference is not in docs/compatibility.md's
 //! "Deviations from v1" table. With `TRAINSET_E2E_GANG_SCHEDULER_NAME` set (`e2e/differential
@@ -70,7 +70,11 @@ fn load(path: &PathBuf) -> Result<Case, String> {
         kind: String::new(),
         documents,
     };
-    let kind = case.job()["kind"].as_str().unwrap_or_default().to_owned();
+    let mut kind = case.job()["kind"].as_str().unwrap_or_default().to_owned();
+    // training-operator's MPIJob: another API than mpi-operator's, with deviations of its own.
+    if kind == "MPIJob" && case.job()["apiVersion"] == "kubeflow.org/v1" {
+        kind = MPIJOB_V1.to_owned();
+    }
     if kind.is_empty() {
         return Err(format!(
             "{}: no kubeflow.org training job in it",
@@ -104,6 +108,13 @@ fn corpus(args: &[String], gang: bool) -> Result<Vec<Case>, String> {
     paths.iter().map(load).collect()
 }
 
+/// A case's kind when it is an MPIJob at `kubeflow.org/v1`, as docs/compatibility.md's table
+/// names it.
+const MPIJOB_V1: &str = "MPIJob v1";
+
+/// Set for `e2e/peers` when training-operator is to serve its own MPIJob too.
+const MPIJOB_V1_ENV: &str = "TRAINSET_E2E_MPIJOB_V1";
+
 /// The peer that serves a kind, as `e2e/peers` names it.
 fn peer_of(kind: &str) -> &'static str {
     if kind == "MPIJob" {
@@ -111,6 +122,19 @@ fn peer_of(kind: &str) -> &'static str {
     } else {
         "training-operator"
     }
+}
+
+/// The two MPIJob peers each serve `mpijobs` on a CRD of their own, so they cannot run at once.
+fn one_mpijob_api(cases: &[Case]) -> Result<(), String> {
+    let has = |kind: &str| cases.iter().any(|c| c.kind == kind);
+    if has("MPIJob") && has(MPIJOB_V1) {
+        return Err(
+            "MPIJob v2beta1 (mpi-operator) and v1 (training-operator) cases cannot run \
+                    together: each peer serves mpijobs on its own CRD; run them apart"
+                .to_owned(),
+        );
+    }
+    Ok(())
 }
 
 /// Every pod with a v1 job-name label, by uid, in its last version: a watch sees pods that an
@@ -365,6 +389,10 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Err(e) = one_mpijob_api(&cases) {
+        eprintln!("differential: {e}");
+        return ExitCode::FAILURE;
+    }
     let known = match differential::documented_deviations(differential::DEVIATIONS_HEADING) {
         Ok(k) => k,
         Err(e) => {
@@ -379,9 +407,19 @@ async fn main() -> ExitCode {
         .map(|name| Route::from_v1_name(name).pod_group_resource());
     let started = Instant::now();
     let upstream = {
-        // The peers read the gang scheduler from the environment (e2e/peers).
+        // The peers read the gang scheduler from the environment (e2e/peers), and whether
+        // training-operator serves its MPIJob too.
+        let mpijob_v1 = cases.iter().any(|c| c.kind == MPIJOB_V1);
+        let env: &[(&str, &str)] = if mpijob_v1 {
+            &[(MPIJOB_V1_ENV, "1")]
+        } else {
+            &[]
+        };
         let peers: BTreeSet<&'static str> = cases.iter().map(|c| peer_of(&c.kind)).collect();
-        let _started: Vec<Peer> = peers.into_iter().map(Peer::start).collect();
+        let _started: Vec<Peer> = peers
+            .into_iter()
+            .map(|peer| Peer::start_with(peer, env))
+            .collect();
         run_all(&client, &cases, "upstream", groups.as_ref()).await
     };
     let upstream_time = started.elapsed();

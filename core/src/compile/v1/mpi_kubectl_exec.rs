@@ -283,9 +283,9 @@ impl Framework for MpiKubectlExec {
         MasterRole::type_is(group, "Launcher")
     }
 
-    /// v1 labelled neither the launcher nor the workers with a replica index.
-    fn replica_index_offset(_ctx: &Context<'_, MPIJob>, _group: &Group<'_>) -> Option<i32> {
-        None
+    /// v1 labelled its workers with their index, and its launcher with none.
+    fn replica_index_offset(_ctx: &Context<'_, MPIJob>, group: &Group<'_>) -> Option<i32> {
+        (group.replica_type == "Worker").then_some(0)
     }
 
     /// Only the launcher's first container gets variables ([`Framework::finish_pod`]).
