@@ -303,5 +303,74 @@ async fn a_launcher_may_exec_into_its_own_workers_and_no_other_pod() {
     ));
     assert!(!can_i(&ns.name, "alpha-launcher", "delete", "pods", None));
     assert!(can_i(&ns.name, "alpha-launcher", "list", "pods", None));
+
+    // The scripts of the job's ConfigMap find the pods of the hostfile's names, asking as the
+    // launcher would (its ServiceAccount); the exec itself is printed, not run (KWOK's pods run
+    // nothing).
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let data = config_maps
+        .get("alpha-config")
+        .await
+        .expect("alpha-config")
+        .data
+        .unwrap_or_default();
+    let dir = std::env::temp_dir().join(format!("trainset-{}", ns.name));
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    let fake = dir.join("kubectl");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = exec ]; then echo \"EXEC $*\"; exit 0; fi\n\
+             exec kubectl -n {ns} --as=system:serviceaccount:{ns}:alpha-launcher \"$@\"\n",
+            ns = ns.name
+        ),
+    )
+    .expect("fake kubectl");
+    let script = |key: &str| {
+        let path = dir.join(key);
+        let text = data.get(key).unwrap_or_else(|| panic!("{key}"));
+        std::fs::write(
+            &path,
+            text.replace("/opt/kube/kubectl", &fake.display().to_string()),
+        )
+        .unwrap_or_else(|e| panic!("{key}: {e}"));
+        path
+    };
+    let (kubexec, discover) = (script("kubexec.sh"), script("discover_hosts.sh"));
+    let sh = |args: &[&str]| {
+        let output = Command::new("sh")
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("sh {args:?}: {e}"));
+        assert!(
+            output.status.success(),
+            "sh {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let fake_path = fake.display().to_string();
+    sh(&["-c", &format!("chmod +x {fake_path}")]);
+    // The hostfile's worker 1 is the pod of completion index 1.
+    let worker_1 = pods_with(
+        &client,
+        &ns.name,
+        "jobset.sigs.k8s.io/jobset-name=alpha,batch.kubernetes.io/job-completion-index=1,\
+         jobset.sigs.k8s.io/replicatedjob-name=worker",
+    )
+    .await
+    .pop()
+    .and_then(|pod| pod.metadata.name)
+    .expect("alpha's worker 1");
+    let ran = sh(&[&kubexec.display().to_string(), "alpha-worker-1", "hostname"]);
+    assert_eq!(
+        ran.trim(),
+        format!("EXEC exec {worker_1} -- /bin/sh -c hostname")
+    );
+    assert_eq!(
+        sh(&[&discover.display().to_string()]),
+        "alpha-worker-0:2\nalpha-worker-1:2\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
     ns.delete().await;
 }
