@@ -4,7 +4,7 @@
 
 pub use trainset_core::{
     admission, api, api_version, autoscaler, compile, crds, kinds, plan, pod_labels, quantity,
-    run_policy, status, suspend, trainjob_names,
+    run_policy, shipped_policy, status, suspend, trainjob_names,
 };
 
 pub mod controller;

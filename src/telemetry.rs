@@ -59,6 +59,9 @@ pub struct Metrics {
     pub jobset_creation_seconds: Family<KindLabels, Histogram>,
     /// 1 when pods get v1's per-pod labels (the pod-labels policy is installed), else 0.
     pub pod_labels_policy: Gauge,
+    /// 1 when MPIJobs are run as the API they were created through (the api-version policy is
+    /// installed), else 0.
+    pub api_version_policy: Gauge,
     /// 1 while this process leads (holds the Lease, or runs without election), else 0.
     pub leader: Gauge,
     registry: Registry,
@@ -125,6 +128,12 @@ impl Default for Metrics {
             "1 when the MutatingAdmissionPolicy trainset-pod-labels and its binding were found at startup",
             pod_labels_policy.clone(),
         );
+        let api_version_policy = Gauge::default();
+        registry.register(
+            "trainset_api_version_policy",
+            "1 when the MutatingAdmissionPolicy trainset-api-version and its binding were found at startup",
+            api_version_policy.clone(),
+        );
         let leader = Gauge::default();
         registry.register(
             "trainset_leader",
@@ -133,6 +142,7 @@ impl Default for Metrics {
         );
         Self {
             pod_labels_policy,
+            api_version_policy,
             leader,
             created,
             deleted,

@@ -10,10 +10,19 @@ use serde_json::{Value, json};
 
 use crate::api::API_VERSION_ANNOTATION;
 use crate::kinds::{Served, Visitor, visit_all};
-use crate::pod_labels::{BINDING, POLICY, POLICY_API};
+use crate::shipped_policy::{BINDING, POLICY, POLICY_API, Shipped};
 
 /// Name of the policy and of its binding.
 pub const POLICY_NAME: &str = "trainset-api-version";
+
+/// The policy as the startup log names it.
+pub const SHIPPED: Shipped = Shipped {
+    name: POLICY_NAME,
+    file: "deploy/api-version.yaml",
+    feature: "MPIJob kubeflow.org/v1",
+    without: "every MPIJob created from now on runs as kubeflow.org/v2beta1 (mpi-operator's, \
+              over SSH), whichever version it was created through",
+};
 
 #[derive(Debug, thiserror::Error)]
 #[error("writing the api-version policy as YAML: {0}")]

@@ -16,6 +16,7 @@ pub mod pod_labels;
 pub mod quantity;
 pub mod resize;
 pub mod run_policy;
+pub mod shipped_policy;
 pub mod status;
 pub mod suspend;
 pub mod trainjob_names;

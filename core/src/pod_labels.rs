@@ -16,17 +16,19 @@ use serde_json::{Value, json};
 use crate::compile::{
     JOB_ROLE, MASTER_REPLICA_INDEX, OPERATOR_NAME, REPLICA_INDEX, REPLICA_INDEX_OFFSET,
 };
+use crate::shipped_policy::{BINDING, POLICY, POLICY_API, Shipped};
 
 /// Name of the policy and of its binding.
 pub const POLICY_NAME: &str = "trainset-pod-labels";
-/// The API that serves the policy; clusters without it get no per-pod labels.
-pub const POLICY_API: &str = "admissionregistration.k8s.io/v1";
-/// The policy and its binding: (kind, plural).
-pub const POLICY: (&str, &str) = ("MutatingAdmissionPolicy", "mutatingadmissionpolicies");
-pub const BINDING: (&str, &str) = (
-    "MutatingAdmissionPolicyBinding",
-    "mutatingadmissionpolicybindings",
-);
+
+/// The policy as the startup log names it.
+pub const SHIPPED: Shipped = Shipped {
+    name: POLICY_NAME,
+    file: "deploy/pod-labels.yaml",
+    feature: "per-pod v1 labels",
+    without: "pods lack training.kubeflow.org/replica-index, and worker 0 of a TFJob or \
+              PyTorchJob without chief or master, or of a JAXJob, lacks job-role=master",
+};
 
 #[derive(Debug, thiserror::Error)]
 #[error("writing the pod-labels policy as YAML: {0}")]
@@ -123,67 +125,4 @@ pub fn to_yaml() -> Result<String, PolicyYamlError> {
         out.push_str(&serde_norway::to_string(&object)?);
     }
     Ok(out)
-}
-
-/// Whether this cluster gives trainset's pods their per-pod labels, as found at startup.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Support {
-    /// The policy and its binding are installed.
-    Installed,
-    /// The apiserver serves the policy API, but the policy or its binding is missing.
-    NotInstalled { missing: &'static str },
-    /// The apiserver does not serve `admissionregistration.k8s.io/v1` MutatingAdmissionPolicy
-    /// (Kubernetes before 1.36, or the API turned off).
-    ApiMissing,
-    /// The lookup failed (e.g. RBAC); nothing is known.
-    Unknown(String),
-}
-
-impl Support {
-    pub fn active(&self) -> bool {
-        *self == Self::Installed
-    }
-
-    /// One line for the startup log.
-    pub fn message(&self) -> String {
-        const EFFECT: &str = "pods lack training.kubeflow.org/replica-index, and worker 0 of a \
-                              TFJob or PyTorchJob without chief or master, or of a JAXJob, lacks \
-                              job-role=master";
-        match self {
-            Self::Installed => format!(
-                "per-pod v1 labels on: {} {POLICY_NAME} and its binding are installed",
-                POLICY.0
-            ),
-            Self::NotInstalled { missing } => format!(
-                "per-pod v1 labels off: {missing} {POLICY_NAME} is not installed \
-                 (kubectl apply --server-side -f deploy/pod-labels.yaml); {EFFECT}"
-            ),
-            Self::ApiMissing => format!(
-                "per-pod v1 labels off: this cluster does not serve {POLICY_API} {} \
-                 (Kubernetes 1.36+); {EFFECT}",
-                POLICY.0
-            ),
-            Self::Unknown(error) => {
-                format!("per-pod v1 labels unknown: cannot read {POLICY_NAME}: {error}")
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_an_installed_policy_counts_as_active() {
-        assert!(Support::Installed.active());
-        for off in [
-            Support::NotInstalled { missing: "binding" },
-            Support::ApiMissing,
-            Support::Unknown("forbidden".into()),
-        ] {
-            assert!(!off.active());
-            assert!(off.message().contains(POLICY_NAME) || off.message().contains(POLICY_API));
-        }
-    }
 }

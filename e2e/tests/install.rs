@@ -921,6 +921,7 @@ fn every_chart_value_reaches_the_objects() {
         "resources.limits.memory=1Gi,resources.requests.cpu=500m",
         "metrics.port=9090,metrics.service=false",
         "logFormat=text,clusterDomain=cluster.local,gangScheduler=native",
+        "mpiKubectlDeliveryImage=registry.example/kubectl-delivery:1",
         "nodeSelector.pool=system",
     ]);
     let deployment = &rendered[&format!("Deployment/{NAMESPACE}/trainset")];
@@ -937,7 +938,8 @@ fn every_chart_value_reaches_the_objects() {
             "--metrics-address=0.0.0.0:9090",
             "--leader-elect=false",
             "--cluster-domain=cluster.local",
-            "--gang-scheduler=native"
+            "--gang-scheduler=native",
+            "--mpi-kubectl-delivery-image=registry.example/kubectl-delivery:1"
         ])
     );
     assert_eq!(container["ports"][0]["containerPort"], 9090);

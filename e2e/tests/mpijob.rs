@@ -13,7 +13,8 @@ use kube::api::Api;
 use serde_json::{Value, json};
 use trainset::api::API_VERSION_ANNOTATION;
 use trainset_e2e::{
-    TestNamespace, client, create, delay, install_crds, operator, pods_with, wait_for, wait_state,
+    TestNamespace, client, create, delay, http_get, install_crds, operator, pods_with, wait_for,
+    wait_state,
 };
 
 async fn setup(prefix: &str) -> (Client, TestNamespace) {

@@ -322,12 +322,17 @@ pub async fn run(
     if !startup::wait_for_jobset_crd(&client, shutdown.clone()).await {
         return Ok(());
     }
-    let labels = startup::pod_labels_support(&client).await;
-    metrics.pod_labels_policy.set(i64::from(labels.active()));
-    if labels.active() {
-        tracing::info!("{}", labels.message());
-    } else {
-        tracing::warn!("{}", labels.message());
+    for (policy, gauge) in [
+        (&crate::pod_labels::SHIPPED, &metrics.pod_labels_policy),
+        (&crate::api_version::SHIPPED, &metrics.api_version_policy),
+    ] {
+        let support = startup::policy_support(&client, policy).await;
+        gauge.set(i64::from(support.active()));
+        if support.active() {
+            tracing::info!("{}", support.message(policy));
+        } else {
+            tracing::warn!("{}", support.message(policy));
+        }
     }
     let listing = startup::listing(&watch_client).await;
     tracing::info!(?listing, "watches list what exists");

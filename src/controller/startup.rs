@@ -1,5 +1,6 @@
 //! Before the controllers start: the JobSet CRD must be established, the log says whether
-//! pods get v1's per-pod labels, and whether the watches can stream their lists.
+//! trainset's admission policies are installed (v1's per-pod labels, the MPIJob API version),
+//! and whether the watches can stream their lists.
 
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use kube::{Client, Resource};
 
 use super::Shutdown;
 use super::caches::Listing;
-use crate::pod_labels::{self, BINDING, POLICY, POLICY_API, POLICY_NAME, Support};
+use crate::shipped_policy::{BINDING, POLICY, POLICY_API, Shipped, Support};
 
 pub const JOBSET_CRD: &str = "jobsets.jobset.x-k8s.io";
 
@@ -72,8 +73,8 @@ pub async fn listing(client: &Client) -> Listing {
 /// A label no object carries: what the probe of streaming lists selects.
 const PROBE_LABEL: &str = "trainset.io/streaming-list-probe";
 
-/// Whether the pod-labels policy and its binding are installed (read once, at startup).
-pub async fn pod_labels_support(client: &Client) -> pod_labels::Support {
+/// Whether `policy` and its binding are installed (read once, at startup).
+pub async fn policy_support(client: &Client, policy: &Shipped) -> Support {
     let served = match client.list_api_group_resources(POLICY_API).await {
         Ok(list) => list.resources.iter().any(|r| r.name == POLICY.1),
         Err(kube::Error::Api(error)) if error.code == 404 => false,
@@ -87,7 +88,7 @@ pub async fn pod_labels_support(client: &Client) -> pod_labels::Support {
         let gvk = GroupVersionKind::gvk(group, version, kind);
         let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        match api.get_opt(POLICY_NAME).await {
+        match api.get_opt(policy.name).await {
             Ok(Some(_)) => {}
             Ok(None) => return Support::NotInstalled { missing: kind },
             Err(error) => return Support::Unknown(error.to_string()),
