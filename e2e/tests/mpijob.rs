@@ -189,6 +189,16 @@ async fn a_v1_and_a_v2beta1_mpijob_run_side_by_side_each_as_its_version_says() {
             .map(String::as_str),
         Some("launcher")
     );
+
+    let (_, metrics) = http_get(&operator::metrics_address(), "/metrics")
+        .await
+        .expect("metrics");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "trainset_api_version_policy 1"),
+        "the operator found the api-version policy at startup"
+    );
     ns.delete().await;
 }
 
