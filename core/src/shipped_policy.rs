@@ -12,6 +12,30 @@ pub const BINDING: (&str, &str) = (
     "mutatingadmissionpolicybindings",
 );
 
+#[derive(Debug, thiserror::Error)]
+#[error("writing an admission policy as YAML: {0}")]
+pub struct PolicyYamlError(#[from] serde_norway::Error);
+
+/// The binding of policy `name`, of the same name, for every object the policy matches.
+pub fn binding(name: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": POLICY_API,
+        "kind": BINDING.0,
+        "metadata": {"name": name},
+        "spec": {"policyName": name},
+    })
+}
+
+/// `objects` as one YAML stream after the comment `header`, as committed under `deploy/`.
+pub fn yaml_stream(header: &str, objects: &[serde_json::Value]) -> Result<String, PolicyYamlError> {
+    let mut out = String::from(header);
+    for object in objects {
+        out.push_str("---\n");
+        out.push_str(&serde_norway::to_string(object)?);
+    }
+    Ok(out)
+}
+
 /// A policy trainset ships: its name (also its binding's), the file it is committed as, what
 /// it gives, and what is lost without it.
 #[derive(Clone, Copy, Debug)]
