@@ -57,6 +57,19 @@ fn config(compiled: &trainset::compile::Compiled, key: &str) -> String {
         .unwrap_or_else(|| panic!("ConfigMap key {key}"))
 }
 
+/// The launcher's pod spec in the compiled JobSet.
+fn launcher_pod(compiled: &trainset::compile::Compiled) -> &k8s_openapi::api::core::v1::PodSpec {
+    compiled
+        .jobset
+        .spec
+        .replicated_jobs
+        .iter()
+        .find(|rj| rj.name == "launcher")
+        .and_then(|rj| rj.template.spec.as_ref())
+        .and_then(|s| s.template.spec.as_ref())
+        .expect("the launcher's pod")
+}
+
 #[test]
 fn the_manifest_version_decides_the_semantics() {
     let v1 = compile(&mpijob("v1", json!({}), json!({})));
@@ -154,20 +167,7 @@ fn the_hostfile_names_hosts_as_v1_and_a_gpu_launcher_runs_ranks() {
     assert!(config(&gpu, "hostfile").starts_with("pi-launcher slots=1\npi-worker-0 slots=1\n"));
     assert!(config(&gpu, "discover_hosts.sh").contains("echo pi-launcher:1\n"));
     let launcher_env = |compiled: &trainset::compile::Compiled| -> Vec<String> {
-        let launcher = compiled
-            .jobset
-            .spec
-            .replicated_jobs
-            .iter()
-            .find(|rj| rj.name == "launcher")
-            .expect("launcher");
-        let pod = launcher
-            .template
-            .spec
-            .as_ref()
-            .and_then(|s| s.template.spec.as_ref())
-            .expect("pod");
-        pod.containers[0]
+        launcher_pod(compiled).containers[0]
             .env
             .iter()
             .flatten()
@@ -184,20 +184,7 @@ fn intel_mpi_bootstrap_is_set_only_where_the_user_set_none() {
     manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["env"] =
         json!([{"name": "I_MPI_HYDRA_BOOTSTRAP", "value": "ssh"}]);
     let compiled = compile(&manifest);
-    let launcher = compiled
-        .jobset
-        .spec
-        .replicated_jobs
-        .iter()
-        .find(|rj| rj.name == "launcher")
-        .expect("launcher");
-    let pod = launcher
-        .template
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
-        .expect("pod");
-    let env: Vec<(String, Option<String>)> = pod.containers[0]
+    let env: Vec<(String, Option<String>)> = launcher_pod(&compiled).containers[0]
         .env
         .iter()
         .flatten()
