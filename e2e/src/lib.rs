@@ -398,6 +398,16 @@ pub fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
         .unwrap_or(&Value::Null)
 }
 
+/// What an operator test starts from: a client, the CRDs and policies installed, the shared
+/// operator running, and a fresh namespace named after `prefix`.
+pub async fn setup(prefix: &str) -> (Client, TestNamespace) {
+    let client = client().await;
+    install_crds(&client).await;
+    operator::ensure(&client).await;
+    let ns = TestNamespace::create(&client, prefix).await;
+    (client, ns)
+}
+
 /// Applies the committed CRDs under `crds/`, waits until each is established, then applies
 /// `deploy/trainjob-names.yaml` (whose policies read the runtime CRDs) and
 /// `deploy/api-version.yaml`, as the README installs them.

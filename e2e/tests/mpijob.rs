@@ -8,22 +8,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::Client;
 use kube::api::Api;
 use serde_json::{Value, json};
 use trainset::api::API_VERSION_ANNOTATION;
-use trainset_e2e::{
-    TestNamespace, client, create, delay, http_get, install_crds, operator, pods_with, wait_for,
-    wait_state,
-};
-
-async fn setup(prefix: &str) -> (Client, TestNamespace) {
-    let client = client().await;
-    install_crds(&client).await;
-    operator::ensure(&client).await;
-    let ns = TestNamespace::create(&client, prefix).await;
-    (client, ns)
-}
+use trainset_e2e::{create, delay, http_get, operator, pods_with, setup, wait_for, wait_state};
 
 /// An MPIJob at `version`: one launcher and `workers` workers whose pods run `seconds`.
 fn mpijob(version: &str, name: &str, workers: i64, seconds: u32, spec: Value) -> Value {

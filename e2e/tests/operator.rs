@@ -14,17 +14,9 @@ use serde_json::{Value, json};
 use trainset::compile::{Options, SshKeyPair};
 use trainset::kinds::compile_manifest;
 use trainset_e2e::{
-    COMPLETE_DELAY, TestNamespace, client, cluster_state, condition, create, create_examples,
-    delay, http_get, install_crds, operator, status, wait_event, wait_for, wait_state,
+    COMPLETE_DELAY, cluster_state, condition, create, create_examples, delay, http_get, operator,
+    setup, status, wait_event, wait_for, wait_state,
 };
-
-async fn setup(prefix: &str) -> (Client, TestNamespace) {
-    let client = client().await;
-    install_crds(&client).await;
-    operator::ensure(&client).await;
-    let ns = TestNamespace::create(&client, prefix).await;
-    (client, ns)
-}
 
 /// A training job: replica types with their replicas, on one container named `container`.
 fn job(

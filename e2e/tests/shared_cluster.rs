@@ -14,17 +14,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use trainset_e2e::{
-    TestNamespace, apply, client, condition, create, delay, dry_run_create, dynamic_api,
-    events_for, install_crds, operator, status, wait_for, wait_state,
+    apply, condition, create, delay, dry_run_create, dynamic_api, events_for, setup, status,
+    wait_for, wait_state,
 };
-
-async fn setup(prefix: &str) -> (Client, TestNamespace) {
-    let client = client().await;
-    install_crds(&client).await;
-    operator::ensure(&client).await;
-    let ns = TestNamespace::create(&client, prefix).await;
-    (client, ns)
-}
 
 fn mpijob(name: &str) -> Value {
     let pod = |container: &str| json!({"metadata": delay(2), "spec": {"containers": [{"name": container, "image": "busybox"}]}});
