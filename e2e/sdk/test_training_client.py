@@ -7,138 +7,19 @@ sdk/python/test/e2e) in our words.
 Run by e2e/sdk/run training, which makes the venv, starts trainset and sets KUBECONFIG.
 """
 
-import uuid
-
 import pytest
 from polling import WAIT, wait_until
 from kubeflow.training import TrainingClient
-from kubeflow.training import models as m
 from kubeflow.training.constants import constants
 from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
-
-KWOK_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
-KWOK_JITTER = "pod-complete.stage.kwok.x-k8s.io/jitter-delay"
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
-
-
-@pytest.fixture(scope="module")
-def namespace(training_client):
-    # The client has loaded KUBECONFIG for the kubernetes module too.
-    core = k8s.CoreV1Api()
-    name = f"sdk-{uuid.uuid4().hex[:6]}"
-    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
-    yield name
-    core.delete_namespace(name)
-
-
-@pytest.fixture(scope="module")
-def training_client():
-    # Loads KUBECONFIG, as a user's notebook would.
-    return TrainingClient()
-
-
-def pod_template(container, seconds):
-    """A pod KWOK completes after `seconds`."""
-    delay = f"{seconds}s"
-    return k8s.V1PodTemplateSpec(
-        metadata=k8s.V1ObjectMeta(annotations={KWOK_DELAY: delay, KWOK_JITTER: delay}),
-        spec=k8s.V1PodSpec(containers=[k8s.V1Container(name=container, image="busybox")]),
-    )
-
-
-def replica(count, container, seconds, restart_policy="OnFailure"):
-    return m.KubeflowOrgV1ReplicaSpec(
-        replicas=count,
-        restart_policy=restart_policy,
-        template=pod_template(container, seconds),
-    )
-
-
-# Per kind: the model classes, the replica-specs field, the replica types (name, count, seconds a
-# pod runs) and which pod v1 labels job-role=master. The coordinator outlives the others by a few
-# seconds, so every pod has finished when the job succeeds; TFJob's parameter server runs on past
-# the end, as parameter servers do.
-KINDS = {
-    "TFJob": (m.KubeflowOrgV1TFJob, m.KubeflowOrgV1TFJobSpec, "tf_replica_specs",
-              [("PS", 1, 600), ("Worker", 2, 12)], ("worker", "0")),
-    "PyTorchJob": (m.KubeflowOrgV1PyTorchJob, m.KubeflowOrgV1PyTorchJobSpec, "pytorch_replica_specs",
-                   [("Master", 1, 16), ("Worker", 2, 10)], ("master", "0")),
-    "XGBoostJob": (m.KubeflowOrgV1XGBoostJob, m.KubeflowOrgV1XGBoostJobSpec, "xgb_replica_specs",
-                   [("Master", 1, 16), ("Worker", 2, 10)], ("master", "0")),
-    "PaddleJob": (m.KubeflowOrgV1PaddleJob, m.KubeflowOrgV1PaddleJobSpec, "paddle_replica_specs",
-                  [("Master", 1, 16), ("Worker", 2, 10)], ("master", "0")),
-    "JAXJob": (m.KubeflowOrgV1JAXJob, m.KubeflowOrgV1JAXJobSpec, "jax_replica_specs",
-               [("Worker", 2, 12)], ("worker", "0")),
-}
-
-
-def build(kind, name, namespace):
-    """The job as a user builds it with the SDK's own model classes."""
-    job_class, spec_class, field, types, _ = KINDS[kind]
-    container = constants.JOB_PARAMETERS[kind]["container"]
-    specs = {t: replica(n, container, s) for t, n, s in types}
-    spec = spec_class(run_policy=m.KubeflowOrgV1RunPolicy(clean_pod_policy="None"), **{field: specs})
-    return job_class(
-        api_version=f"{constants.GROUP}/{constants.VERSION}",
-        kind=kind,
-        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
-        spec=spec,
-    )
-
-
-def jobset_exists(namespace, name):
-    try:
-        k8s.CustomObjectsApi().get_namespaced_custom_object(
-            "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", name)
-        return True
-    except ApiException as e:
-        if e.status == 404:
-            return False
-        raise
-
-
-def pods_of(namespace, name):
-    return k8s.CoreV1Api().list_namespaced_pod(
-        namespace, label_selector=f"{JOB_NAME_LABEL}={name}").items
-
-
-def live(pods):
-    return [p for p in pods if p.metadata.deletion_timestamp is None]
-
-
-def label(pod, key):
-    return (pod.metadata.labels or {}).get(key)
-
-
-def succeeded(tc, name, namespace, kind):
-    """The SDK's own e2e check: Created and Succeeded, not Running, Restarting or Failed, and at
-    least two conditions."""
-    job = tc.wait_for_job_conditions(name, namespace, kind, wait_timeout=WAIT, polling_interval=1)
-    conditions = tc.get_job_conditions(job_kind=kind, job=job)
-    assert len(conditions) >= 2, conditions
-    assert tc.is_job_created(job_kind=kind, job=job)
-    assert tc.is_job_succeeded(job_kind=kind, job=job)
-    assert not tc.is_job_running(job_kind=kind, job=job), conditions
-    assert not tc.is_job_restarting(job_kind=kind, job=job)
-    assert not tc.is_job_failed(job_kind=kind, job=job)
-    assert tc.is_job_succeeded(name, namespace, kind)
-    return job
+from v1_jobs import (KINDS, build, jobset_exists, label, live, namespace, pod_count,  # noqa: F401
+                     pods_of, succeeded, training_client, update)
 
 
 def set_suspend(tc, name, namespace, kind, suspend):
-    """get_job, change, update_job: the SDK's update is a merge patch carrying the
-    resourceVersion read, so a status write in between is a conflict; read again then."""
-    for _ in range(5):
-        job = tc.get_job(name, namespace, kind)
+    def change(job):
         job.spec.run_policy.suspend = suspend
-        try:
-            return tc.update_job(job, name, namespace, kind)
-        except RuntimeError as e:
-            if "Conflict" not in str(e):
-                raise
-    raise AssertionError(f"update_job of {name} conflicted five times")
-
+    return update(tc, name, namespace, kind, change)
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_every_call_on_each_kind(kind, namespace, training_client):
@@ -289,26 +170,14 @@ def test_every_call_on_an_mpijob(namespace, training_client):
     tc = TrainingClient(job_kind=kind)
     name = "mpijob-sdk"
     container = constants.JOB_PARAMETERS[kind]["container"]
-    job = m.KubeflowOrgV1MPIJob(
-        api_version=f"{constants.GROUP}/{constants.VERSION}",
-        kind=kind,
-        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
-        spec=m.KubeflowOrgV1MPIJobSpec(
-            slots_per_worker=2,
-            main_container=container,
-            run_policy=m.KubeflowOrgV1RunPolicy(clean_pod_policy="None"),
-            mpi_replica_specs={
-                "Launcher": replica(1, container, 16, restart_policy="Never"),
-                "Worker": replica(2, container, 600, restart_policy="Never"),
-            },
-        ),
-    )
+    job = build(kind, name, namespace)
     tc.create_job(job=job, namespace=namespace)
     tc.wait_for_job_conditions(name, namespace, kind, expected_conditions={"Running"},
                                wait_timeout=WAIT, polling_interval=1)
 
-    pods = wait_until(f"3 pods of {name}",
-                      lambda: (lambda p: p if len(p) == 3 else None)(
+    total = pod_count(kind)
+    pods = wait_until(f"{total} pods of {name}",
+                      lambda: (lambda p: p if len(p) == total else None)(
                           live(tc.get_job_pods(name, namespace))))
     masters = tc.get_job_pods(name, namespace, is_master=True)
     assert [label(p, "training.kubeflow.org/replica-type") for p in masters] == ["launcher"]
@@ -326,7 +195,7 @@ def test_every_call_on_an_mpijob(namespace, training_client):
         for c in tc.get_job_conditions(name, namespace, kind)))
     wait_until(f"the pods of suspended {name} to go", lambda: not live(pods_of(namespace, name)))
     set_suspend(tc, name, namespace, kind, False)
-    wait_until(f"{name} to run again", lambda: len(live(pods_of(namespace, name))) == 3)
+    wait_until(f"{name} to run again", lambda: len(live(pods_of(namespace, name))) == total)
 
     succeeded(tc, name, namespace, kind)
 

@@ -211,6 +211,16 @@ async fn a_job_larger_than_the_cluster_places_no_pod(route: Route) {
         .await
         .unwrap_or_else(|e| panic!("PodGroup large: {e}"));
     assert_eq!(*route.min_count(&group), workers);
+    // Nothing runs: the job says Created, not Running, as v1 says of pods not yet placed.
+    let held = dynamic_api(&client, &job, Some(&ns.name))
+        .get("large")
+        .await
+        .unwrap_or_else(|e| panic!("getting large: {e}"));
+    assert_eq!(
+        held.data["status"]["state"], "Created",
+        "{:?}",
+        held.data["status"]
+    );
 
     // The same pods without a gang, sent to the same scheduler where it places such pods: as
     // many as fit are placed, so the gang above is what held them back, not a lack of room or a

@@ -58,6 +58,7 @@ pub async fn apply<K: Served>(
         clean_pods: clean,
         delete_job,
         launcher_role,
+        gang: gang_objects,
         happened: _,
         requeue: _,
     } = plan;
@@ -65,15 +66,22 @@ pub async fn apply<K: Served>(
     let jobsets: Api<JobSet> = Api::namespaced(ctx.client.clone(), namespace);
     if let Some(compiled) = to_create {
         match create(namespace, compiled, ctx).await? {
-            Applied::Done => {}
+            Applied::Done => gang_written(job, &compiled.gang, ctx),
             other => return Ok(other),
         }
     }
     if let Some(write) = suspend_write {
         match suspend(namespace, &name, write, ctx).await? {
-            Applied::Done => {}
+            Applied::Done => {
+                if let SuspendWrite::Resume { gang, .. } = write {
+                    gang_written(job, gang, ctx);
+                }
+            }
             other => return Ok(other),
         }
+    }
+    if let Some(stop) = follow_the_spec(job, namespace, gang_objects, ctx).await? {
+        return Ok(stop);
     }
     if let Some(patch) = resize {
         let params = PatchParams {
@@ -389,6 +397,43 @@ async fn rewrite_gang_object(
         .await
         .map_err(kube_error("updating", &name))?;
     Ok(None)
+}
+
+/// Writes a running job's gang objects as its spec now compiles, where they differ, once per
+/// generation of the job: after a change of `minAvailable` or of the replicas the PodGroup asks
+/// for the new gang, as training-operator and mpi-operator keep it.
+async fn follow_the_spec<K: Served>(
+    job: &K,
+    namespace: &str,
+    objects: &[DynamicObject],
+    ctx: &Context,
+) -> Result<Option<Applied>, Error> {
+    let Some(generation) = job.meta().generation else {
+        return Ok(None);
+    };
+    let key = super::v1::job_key(job);
+    if objects.is_empty() || ctx.gang_generations().get(&key) == Some(&generation) {
+        return Ok(None);
+    }
+    for object in objects {
+        if let Some(stop) = rewrite_gang_object(namespace, object, ctx).await? {
+            return Ok(Some(stop));
+        }
+    }
+    gang_written(job, objects, ctx);
+    Ok(None)
+}
+
+/// Remembers that the job's gang objects are as its current spec has them, if any of them
+/// follows the spec.
+fn gang_written<K: Served>(job: &K, objects: &[DynamicObject], ctx: &Context) {
+    let Some(generation) = job.meta().generation else {
+        return;
+    };
+    if objects.iter().any(gang::rewritable) {
+        ctx.gang_generations()
+            .insert(super::v1::job_key(job), generation);
+    }
 }
 
 /// Whether the `existing` object `described` may stand for the one `wanted` (which names the

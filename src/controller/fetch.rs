@@ -100,7 +100,9 @@ pub async fn fetch<K: Served>(
                 .items;
         }
     }
-    let needs = plan::needs(job, fetched.jobset.as_ref());
+    let gang_behind = ctx.gang_scheduler.follows_the_spec()
+        && ctx.gang_generations().get(&super::v1::job_key(job)) != job.meta().generation.as_ref();
+    let needs = plan::needs(job, fetched.jobset.as_ref(), gang_behind);
     if needs.compiled {
         fetched.compiled = Some(compile(job, namespace, ctx)?);
     }

@@ -182,6 +182,10 @@ struct Context {
     /// The rules this process last wrote into each MPIJob `kubeflow.org/v1` launcher's Role, by
     /// job: a Role is read and written only when its job's pods change.
     launcher_roles: Mutex<HashMap<String, Vec<PolicyRule>>>,
+    /// The generation of each job whose gang objects (PodGroups that follow the spec) this
+    /// process last made or wrote: a running job's gang is compiled and compared only once its
+    /// spec changed, or once after a restart.
+    gang_generations: Mutex<HashMap<String, i64>>,
 }
 
 /// A status this process wrote: when (see `plan::COUNTS_INTERVAL`), and, until the job cache
@@ -240,6 +244,12 @@ impl Context {
 
     fn launcher_roles(&self) -> MutexGuard<'_, HashMap<String, Vec<PolicyRule>>> {
         self.launcher_roles
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn gang_generations(&self) -> MutexGuard<'_, HashMap<String, i64>> {
+        self.gang_generations
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
@@ -353,6 +363,7 @@ pub async fn run(
         failures: Default::default(),
         status_writes: Default::default(),
         launcher_roles: Default::default(),
+        gang_generations: Default::default(),
     });
 
     // TrainJobs are served when the Trainer CRDs were installed before trainset started.

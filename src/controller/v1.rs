@@ -98,6 +98,7 @@ impl<K: Served> Family for V1<K> {
     fn forget(&self, key: &str) {
         self.base.status_writes().remove(key);
         self.base.launcher_roles().remove(key);
+        self.base.gang_generations().remove(key);
     }
 }
 

@@ -9,6 +9,7 @@ use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::core::DynamicObject;
 use kube::{Resource, ResourceExt};
 
 use super::{
@@ -17,8 +18,8 @@ use super::{
 };
 use crate::api::{CleanPodPolicy, JobStatus};
 use crate::autoscaler::{self, AutoscalerWrite, Held};
-use crate::compile::Compiled;
 use crate::compile::v1::mpi_kubectl_exec::{launcher_name, launcher_rules};
+use crate::compile::{Compiled, gang};
 use crate::decode::Undecodable;
 use crate::kinds::Served;
 use crate::run_policy;
@@ -28,7 +29,8 @@ use crate::suspend::{self, Control};
 /// What the plan needs besides the job and the caches; `fetch` reads only these.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Needs {
-    /// The compiled objects: to create the JobSet, or to resume it with the job's templates.
+    /// The compiled objects: to create the JobSet, to resume it with the job's templates, or to
+    /// bring the gang of a job whose spec changed to that spec.
     pub compiled: bool,
     /// Whether a Kueue Workload belongs to the job itself (who controls `spec.suspend`).
     pub workload: bool,
@@ -89,6 +91,10 @@ pub struct Plan {
     /// The launcher Role's rules as the job's pods now are (MPIJob `kubeflow.org/v1`), written
     /// where they differ.
     pub launcher_role: Option<LauncherRole>,
+    /// The gang objects of a job whose JobSet exists, as its spec now compiles, written where
+    /// they differ: training-operator and mpi-operator keep a PodGroup to the job's spec, so a
+    /// gang too large to be placed, or a job resized, gets the gang its spec says.
+    pub gang: Vec<DynamicObject>,
     pub happened: Vec<Happened>,
     /// When to reconcile again without a change (a deadline, a TTL); `None` waits for one.
     pub requeue: Option<Duration>,
@@ -143,8 +149,9 @@ pub fn ended<K: Served>(job: &K) -> bool {
     job.job_status().is_some_and(status::is_terminal)
 }
 
-/// What [`plan`] will need for this job and JobSet.
-pub fn needs<K: Served>(job: &K, jobset: Option<&JobSet>) -> Needs {
+/// What [`plan`] will need for this job and JobSet. `gang_behind`: the job's gang objects may
+/// not be what its spec now says (the shell knows which spec it last wrote them for).
+pub fn needs<K: Served>(job: &K, jobset: Option<&JobSet>, gang_behind: bool) -> Needs {
     if !managed_here(job) || ended(job) || deleting(job) {
         return Needs::default();
     }
@@ -160,6 +167,7 @@ pub fn needs<K: Served>(job: &K, jobset: Option<&JobSet>) -> Needs {
     let wanted = wants_suspended(job);
     if wanted == jobset.spec.suspend.unwrap_or(false) {
         return Needs {
+            compiled: gang_behind && !jobset_finished(jobset),
             autoscaler,
             ..Needs::default()
         };
@@ -226,10 +234,14 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
         }
     }
     let created = match (facts.jobset, facts.compiled) {
-        (Some(live), compiled) => {
-            plan.suspend = suspend_write(job, live, compiled, facts.own_workload)?;
+        (Some(live), mut compiled) => {
+            plan.suspend = suspend_write(job, live, &mut compiled, facts.own_workload)?;
             if plan.suspend.is_none() && !jobset_finished(live) {
                 plan.resize = crate::resize::patch(job, live);
+                // A spec that no longer compiles keeps the gang it has.
+                if let Some(Ok(compiled)) = compiled {
+                    plan.gang = compiled.gang.into_iter().filter(gang::rewritable).collect();
+                }
             }
             None
         }
@@ -420,11 +432,12 @@ fn refuse_over(
     }
 }
 
-/// The JobSet's `spec.suspend` follows the job's where trainset controls it (see [`suspend`]).
+/// The JobSet's `spec.suspend` follows the job's where trainset controls it (see [`suspend`]); a
+/// resume takes the compiled job.
 fn suspend_write<K: Served>(
     job: &K,
     live: &JobSet,
-    compiled: Option<Result<Compiled, String>>,
+    compiled: &mut Option<Result<Compiled, String>>,
     own_workload: bool,
 ) -> Result<Option<SuspendWrite>, PlanError> {
     let wanted = wants_suspended(job);
@@ -434,7 +447,7 @@ fn suspend_write<K: Served>(
     Ok(match suspend::change(wanted, current, control) {
         None => None,
         Some(true) => Some(SuspendWrite::Suspend),
-        Some(false) => match compiled {
+        Some(false) => match compiled.take() {
             Some(Ok(compiled)) => Some(SuspendWrite::resume(live, compiled)),
             Some(Err(reason)) => return Err(PlanError::Resume(reason)),
             None => return Err(PlanError::Resume("the job was not compiled".to_owned())),

@@ -185,7 +185,7 @@ pub fn derive(
                 format!("{kind} {name} is restarting all its pods (JobSet restart {restarts}).");
             conditions.set(RESTARTING, true, &format!("{kind}Restarting"), &message);
             conditions.remove(RUNNING);
-        } else if status.replica_statuses.values().any(|r| r.active > 0) {
+        } else if any_pod_ready(observed.jobs, restarts) {
             conditions.set(
                 RUNNING,
                 true,
@@ -346,6 +346,26 @@ fn state(status: &JobStatus) -> &'static str {
         .unwrap_or(CREATED)
 }
 
+/// Whether the job runs: a Job of the JobSet's current restart attempt counts a ready pod. v1
+/// says `Running` once a pod's phase is Running; a Job's `active` also counts pods not yet
+/// placed, such as those a gang scheduler holds until the whole gang fits, which v1 reports as
+/// `Created` alone.
+fn any_pod_ready(jobs: &[Job], restarts: i32) -> bool {
+    let current = restarts.to_string();
+    jobs.iter()
+        .filter(|job| of_attempt(job, &current))
+        .any(|job| job.status.as_ref().and_then(|s| s.ready).unwrap_or(0) > 0)
+}
+
+/// Whether `job` belongs to the JobSet's restart attempt `current` (a Job without the label does).
+fn of_attempt(job: &Job, current: &str) -> bool {
+    job.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(jobset_label::RESTART_ATTEMPT))
+        .is_none_or(|attempt| attempt == current)
+}
+
 /// Pod counts per replica type, summed over the Jobs of the JobSet's current restart attempt.
 fn replica_statuses(
     subject: &Subject<'_>,
@@ -370,10 +390,7 @@ fn replica_statuses(
             for job in jobs {
                 let labels = job.metadata.labels.as_ref();
                 let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
-                if label(REPLICA_TYPE) != Some(lower.as_str())
-                    || label(jobset_label::RESTART_ATTEMPT)
-                        .is_some_and(|attempt| attempt != current)
-                {
+                if label(REPLICA_TYPE) != Some(lower.as_str()) || !of_attempt(job, &current) {
                     continue;
                 }
                 // Counts come from the cluster: saturate rather than overflow.

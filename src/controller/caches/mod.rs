@@ -500,7 +500,8 @@ fn project_job(meta: &mut ObjectMeta, job: &mut Map<String, Value>) {
         jobset_label::JOBSET_NAME,
         jobset_label::RESTART_ATTEMPT,
     ];
-    const COUNTS: [&str; 4] = ["active", "succeeded", "failed", "startTime"];
+    // `ready`: whether the job runs (pods counted `active` may not be placed yet).
+    const COUNTS: [&str; 5] = ["active", "ready", "succeeded", "failed", "startTime"];
     const FINISHED: [&str; 2] = ["Complete", "Failed"];
     let labels = meta.labels.take().map(|mut labels| {
         labels.retain(|key, _| LABELS.contains(&key.as_str()));
@@ -808,7 +809,7 @@ mod tests {
                                     "jobset.sigs.k8s.io/restart-attempt": "0",
                                     "jobset.sigs.k8s.io/jobset-name": "demo",
                                     "training.kubeflow.org/operator-name": "pytorchjob-controller"}},
-            "status": {"active": 2, "succeeded": 1, "startTime": "2027-01-15T08:00:00Z",
+            "status": {"active": 2, "ready": 2, "succeeded": 1, "startTime": "2027-01-15T08:00:00Z",
                        "conditions": [{"type": "Complete", "status": "True"}]}
         }))
         .unwrap_or_else(|e| panic!("Job: {e}"));

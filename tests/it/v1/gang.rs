@@ -80,30 +80,56 @@ fn given_min_resources_are_kept_in_canonical_form() {
 
 #[test]
 fn a_gang_that_cannot_be_placed_is_refused_naming_the_field() {
-    for (policy, field) in [
+    let min_available = "spec.runPolicy.schedulingPolicy.minAvailable";
+    for (policy, scheduler, field) in [
+        // The Workload API's gangs cannot change: one larger than the job never is placed.
         (
             json!({"minAvailable": 5}),
-            "spec.runPolicy.schedulingPolicy.minAvailable",
+            GangScheduler::Native,
+            min_available,
         ),
         (
             json!({"minAvailable": 0}),
-            "spec.runPolicy.schedulingPolicy.minAvailable",
+            GangScheduler::Volcano,
+            min_available,
+        ),
+        (
+            json!({"minAvailable": 0}),
+            scheduler_plugins(),
+            min_available,
         ),
         (
             json!({"minResources": {"cpu": "lots"}}),
+            GangScheduler::Volcano,
             "spec.runPolicy.schedulingPolicy.minResources[cpu]",
         ),
     ] {
-        let error = compile_with_gang(
-            &pytorchjob(policy.clone()),
-            None,
-            Some(&GangScheduler::Volcano),
-        )
-        .map(|_| ())
-        .map_err(|e| e.to_string());
+        let error = compile_with_gang(&pytorchjob(policy.clone()), None, Some(&scheduler))
+            .map(|_| ())
+            .map_err(|e| e.to_string());
         assert!(
             matches!(&error, Err(m) if m.starts_with(field)),
-            "{policy}: {error:?}"
+            "{policy} under {scheduler:?}: {error:?}"
+        );
+    }
+}
+
+#[test]
+fn a_pod_group_larger_than_its_job_is_made_and_waits_for_the_spec_to_change() {
+    // As training-operator v1.9.4: the PodGroup asks for 5 of the 4 pods, no pod is placed, and
+    // a change of minAvailable (or of the replicas) is written into it while the job runs.
+    for scheduler in [scheduler_plugins(), GangScheduler::Volcano] {
+        let compiled = compile_with_gang(
+            &pytorchjob(json!({"minAvailable": 5})),
+            None,
+            Some(&scheduler),
+        )
+        .unwrap_or_else(|e| panic!("compiles under {scheduler:?}: {e}"));
+        assert_eq!(compiled.gang.len(), 1, "{scheduler:?}");
+        assert_eq!(
+            compiled.gang[0].data["spec"]["minMember"],
+            json!(5),
+            "{scheduler:?}"
         );
     }
 }

@@ -35,13 +35,14 @@ fn condition(type_: &str, reason: &str, message: &str) -> serde_json::Value {
     json!({"type": type_, "status": "True", "reason": reason, "message": message, "lastTransitionTime": "2027-01-15T08:00:00Z"})
 }
 
+/// A Job whose active pods run (each counted ready).
 fn job(replica_type: &str, attempt: i32, active: i32, succeeded: i32, failed: i32) -> Job {
     serde_json::from_value(json!({
         "metadata": {"name": format!("demo-{replica_type}-x"), "labels": {
             "training.kubeflow.org/replica-type": replica_type,
             "jobset.sigs.k8s.io/restart-attempt": attempt.to_string()
         }},
-        "status": {"active": active, "succeeded": succeeded, "failed": failed}
+        "status": {"active": active, "ready": active, "succeeded": succeeded, "failed": failed}
     }))
     .expect("Job")
 }
@@ -208,6 +209,31 @@ fn a_life_created_running_restarting_running_succeeded() {
         later, succeeded,
         "nothing changes after a terminal condition"
     );
+}
+
+#[test]
+fn pods_not_yet_placed_leave_the_job_created_not_running() {
+    // A gang scheduler holds every pod: the Jobs count them active, none ready. v1 counts a pod
+    // as running once it runs, so the job is Created alone until a pod does.
+    let created = derive(None, &jobset(false, 0, json!([])), &[], 0);
+    let pending = |replica_type| {
+        let mut held = job(replica_type, 0, 1, 0, 0);
+        if let Some(status) = held.status.as_mut() {
+            status.ready = Some(0);
+        }
+        held
+    };
+    let held = [pending("master"), pending("worker")];
+    let waiting = derive(Some(&created), &jobset(false, 0, json!([])), &held, 5);
+    assert_eq!(
+        conditions(&waiting),
+        [c("Created", "True", "PyTorchJobCreated")]
+    );
+    assert_eq!(waiting.state.as_deref(), Some("Created"));
+
+    let placed = [job("master", 0, 1, 0, 0), pending("worker")];
+    let running = derive(Some(&waiting), &jobset(false, 0, json!([])), &placed, 6);
+    assert_eq!(running.state.as_deref(), Some("Running"));
 }
 
 #[test]

@@ -68,6 +68,11 @@ impl GangScheduler {
         }
     }
 
+    /// Whether the gang objects follow the job's spec while it runs (see [`Route::follows_the_spec`]).
+    pub fn follows_the_spec(&self) -> bool {
+        self.route().is_some_and(|route| route.follows_the_spec())
+    }
+
     /// The route that places the job, if any.
     pub fn route(&self) -> Option<Box<dyn Route>> {
         match self {
@@ -149,20 +154,23 @@ impl Gang {
         self.members.iter().map(|m| i64::from(m.pods)).sum()
     }
 
-    /// Refuses a gang that can never be placed: more members than the job has pods.
-    pub fn check(&self, min_available_field: &str) -> Result<(), CompileError> {
+    /// Refuses a gang that can never be placed: fewer than one member, or more members than the
+    /// job has pods where the route's objects cannot change once made. A scheduler-plugins or
+    /// Volcano gang larger than its job waits, as training-operator's does, until a change of
+    /// the job's spec brings it within reach: its PodGroup follows the spec while the job runs.
+    pub fn check(&self, min_available_field: &str, route: &dyn Route) -> Result<(), CompileError> {
         if self.min_member < 1 {
             return Err(CompileError::invalid(
                 min_available_field,
                 format!("Invalid value: {}: must be at least 1", self.min_member),
             ));
         }
-        if i64::from(self.min_member) > self.pods() {
+        if !route.follows_the_spec() && i64::from(self.min_member) > self.pods() {
             return Err(CompileError::invalid(
                 min_available_field,
                 format!(
                     "Invalid value: {}: the job has {} pods, and a gang larger than its job is \
-                     never placed",
+                     never placed (the Workload API's gangs cannot change once made)",
                     self.min_member,
                     self.pods()
                 ),
@@ -183,6 +191,12 @@ pub trait Route {
     /// Whether one gang spans replicated jobs that `dependsOn` orders, and so would never be
     /// complete: the compiler then drops the ordering (the peers had none either).
     fn spans_ordered_jobs(&self) -> bool {
+        true
+    }
+
+    /// Whether the route's objects may be written again once made, and so follow the job's
+    /// spec (see [`rewritable`]).
+    fn follows_the_spec(&self) -> bool {
         true
     }
 }
@@ -339,7 +353,7 @@ mod tests {
     }
 
     #[test]
-    fn a_gang_larger_than_its_job_is_refused_naming_the_field() {
+    fn a_gang_larger_than_its_job_waits_unless_its_objects_cannot_change() {
         let gang = Gang {
             min_member: 5,
             members: vec![Member {
@@ -350,15 +364,32 @@ mod tests {
             ..Gang::default()
         };
         let field = "spec.runPolicy.schedulingPolicy.minAvailable";
-        let error = gang.check(field).map_err(|e| e.to_string());
+        let error = gang
+            .check(field, &native::Native)
+            .map_err(|e| e.to_string());
         assert!(
             matches!(&error, Err(m) if m.starts_with(field) && m.contains("4 pods")),
             "{error:?}"
         );
+        // A PodGroup follows the spec: the gang waits until the job is changed to fit it.
+        assert!(gang.check(field, &volcano::Volcano).is_ok());
+        let scheduler_plugins = GangScheduler::scheduler_plugins().route();
+        assert!(scheduler_plugins.is_some_and(|route| gang.check(field, route.as_ref()).is_ok()));
         let fits = Gang {
             min_member: 4,
+            ..gang.clone()
+        };
+        assert!(fits.check(field, &native::Native).is_ok());
+        let empty = Gang {
+            min_member: 0,
             ..gang
         };
-        assert!(fits.check(field).is_ok());
+        let error = empty
+            .check(field, &volcano::Volcano)
+            .map_err(|e| e.to_string());
+        assert!(
+            matches!(&error, Err(m) if m.starts_with(field) && m.contains("at least 1")),
+            "{error:?}"
+        );
     }
 }

@@ -119,4 +119,8 @@ impl Route for Native {
     fn spans_ordered_jobs(&self) -> bool {
         false
     }
+
+    fn follows_the_spec(&self) -> bool {
+        false
+    }
 }

@@ -52,7 +52,6 @@ pub(super) fn training_operator<J: TrainingJob>(
         annotations: ctx.job.meta().annotations.clone().unwrap_or_default(),
         ..base(ctx, replicated_jobs, Convention::TrainingOperator)
     };
-    gang.check(&format!("{POLICY}.minAvailable"))?;
     Ok(gang)
 }
 

@@ -382,6 +382,7 @@ pub(crate) fn compile<F: Framework>(
     let gang_objects = match options.gang_scheduler.and_then(GangScheduler::route) {
         Some(route) => {
             let gang = F::gang(&ctx, &replicated_jobs)?;
+            gang.check(&format!("{}.minAvailable", gang::POLICY), route.as_ref())?;
             crate::compile::gang::join(route.as_ref(), gang, &mut replicated_jobs, &ctx.owner)?
         }
         None => Vec::new(),

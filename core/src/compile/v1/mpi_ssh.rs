@@ -211,7 +211,6 @@ impl Framework for MpiSsh {
             ),
             ..gang::base(ctx, replicated_jobs, Convention::MpiOperator)
         };
-        gang.check(&format!("{}.minAvailable", gang::POLICY))?;
         let min_resources = match gang::given_resources(policy)? {
             Some(given) => given,
             None => launcher_and_workers_requests(ctx, min_member)?,

@@ -64,7 +64,7 @@ fn job(replica_type: &str, active: i32, succeeded: i32) -> Job {
             "training.kubeflow.org/replica-type": replica_type,
             "jobset.sigs.k8s.io/restart-attempt": "0"
         }},
-        "status": {"active": active, "succeeded": succeeded}
+        "status": {"active": active, "ready": active, "succeeded": succeeded}
     }))
     .expect("Job")
 }
@@ -222,7 +222,7 @@ fn a_job_managed_by_another_controller_is_left_alone() {
         json!({"managedBy": "kueue.x-k8s.io/multikueue"}),
         json!(null),
     );
-    assert_eq!(needs(&job, None), Needs::default());
+    assert_eq!(needs(&job, None, false), Needs::default());
     let plan = plan(facts(&job, None, &[], 0)).expect("plan");
     assert!(plan.create.is_none() && plan.status.is_none() && plan.happened.is_empty());
     let own = pytorch(
@@ -236,7 +236,7 @@ fn a_job_managed_by_another_controller_is_left_alone() {
 fn a_new_job_gets_its_jobset_and_the_created_status_in_one_pass() {
     let job = pytorch(json!({}), json!(null));
     assert_eq!(
-        needs(&job, None),
+        needs(&job, None, false),
         Needs {
             compiled: true,
             workload: false,
@@ -274,7 +274,7 @@ fn a_job_suspended_from_its_creation_gets_its_jobset_only_when_resumed() {
     let held = pytorch(json!({"suspend": true}), json!(written));
     assert!(!had_jobset(&held), "no JobSet to look up while held");
     assert!(
-        !needs(&held, None).compiled,
+        !needs(&held, None, false).compiled,
         "nothing to compile while held as said"
     );
     let again = planned(&held, 1);
@@ -391,7 +391,7 @@ fn an_unchanged_observation_writes_nothing() {
     let job = pytorch(json!({}), running_status(0));
     let jobset = running_jobset();
     let jobs = running_jobs();
-    assert_eq!(needs(&job, Some(&jobset)), Needs::default());
+    assert_eq!(needs(&job, Some(&jobset), false), Needs::default());
     let plan = plan(facts(&job, Some(&jobset), &jobs, 30)).expect("plan");
     assert!(plan.status.is_none(), "{:?}", plan.status);
     assert!(plan.happened.is_empty() && plan.create.is_none() && !plan.delete_jobset);
@@ -468,13 +468,13 @@ fn an_elastic_jobs_counts_are_written_at_once() {
 fn suspending_is_trainsets_unless_kueue_queues_the_jobset() {
     let job = pytorch(json!({"suspend": true}), running_status(0));
     let own = running_jobset();
-    assert_eq!(needs(&job, Some(&own)), Needs::default());
+    assert_eq!(needs(&job, Some(&own), false), Needs::default());
     let plan = plan(facts(&job, Some(&own), &[], 1)).expect("plan");
     assert_eq!(plan.suspend, Some(SuspendWrite::Suspend));
 
     let queued = jobset(false, json!({"kueue.x-k8s.io/queue-name": "q"}), json!({}));
     assert_eq!(
-        needs(&job, Some(&queued)),
+        needs(&job, Some(&queued), false),
         Needs {
             compiled: false,
             workload: true,
@@ -494,7 +494,7 @@ fn resuming_carries_the_jobs_templates_and_needs_them_compiled() {
     let job = pytorch(json!({"suspend": false}), running_status(0));
     let suspended = jobset(true, json!({}), json!({}));
     assert_eq!(
-        needs(&job, Some(&suspended)),
+        needs(&job, Some(&suspended), false),
         Needs {
             compiled: true,
             workload: false,
@@ -570,7 +570,7 @@ fn a_gang_restart_is_reported_once() {
 fn after_the_end_pods_are_cleaned_and_the_ttl_counted_from_completion() {
     let policy = json!({"cleanPodPolicy": "Running", "ttlSecondsAfterFinished": 100});
     let job = pytorch(policy, succeeded_status(50));
-    assert_eq!(needs(&job, None), Needs::default());
+    assert_eq!(needs(&job, None, false), Needs::default());
     let waiting = plan(facts(&job, None, &[], 80)).expect("plan");
     assert_eq!(waiting.clean_pods, Some(CleanPodPolicy::Running));
     assert_eq!(waiting.requeue, Some(Duration::from_secs(71)));
@@ -627,7 +627,7 @@ fn an_autoscaled_job_has_its_autoscaler_while_it_runs_and_not_after() {
     let mut existing = autoscaler::desired(&elastic, "ns".to_owned()).expect("an autoscaler");
     existing.metadata.uid = Some("hpa-1".to_owned());
     let (live, jobs) = (running_jobset(), running_jobs());
-    assert!(needs(&elastic, Some(&live)).autoscaler);
+    assert!(needs(&elastic, Some(&live), false).autoscaler);
 
     let mut none_yet = facts(&elastic, Some(&live), &jobs, 3);
     none_yet.autoscaler = Some(None);
@@ -659,7 +659,7 @@ fn an_autoscaled_job_has_its_autoscaler_while_it_runs_and_not_after() {
     // Without metrics the autoscaler is not even looked up.
     let mut plain = elastic.clone();
     plain.spec.elastic_policy = Some(Default::default());
-    assert!(!needs(&plain, Some(&live)).autoscaler);
+    assert!(!needs(&plain, Some(&live), false).autoscaler);
 }
 
 #[test]
@@ -699,4 +699,43 @@ fn the_launcher_role_names_the_pods_it_may_exec_into_while_the_job_runs() {
     let mut ended = facts(&done, Some(&jobset), &jobs, 10);
     ended.exec_targets = Some(&pods);
     assert!(plan(ended).expect("plan").launcher_role.is_none());
+}
+
+#[test]
+fn a_running_jobs_gang_is_written_as_its_spec_now_compiles() {
+    let job = pytorch(
+        json!({"schedulingPolicy": {"minAvailable": 2}}),
+        running_status(0),
+    );
+    let (live, jobs) = (running_jobset(), running_jobs());
+    // Only when the shell has not written the gang for this spec yet.
+    assert!(needs(&job, Some(&live), true).compiled);
+    assert!(!needs(&job, Some(&live), false).compiled);
+    let finished = jobset(
+        false,
+        json!({}),
+        json!({"terminalState": "Completed", "conditions": [condition("Completed", "AllJobsCompleted")]}),
+    );
+    assert!(!needs(&job, Some(&finished), true).compiled);
+
+    let volcano = crate::compile::gang::GangScheduler::Volcano;
+    let options = Options {
+        gang_scheduler: Some(&volcano),
+        ..Options::default()
+    };
+    let mut running = facts(&job, Some(&live), &jobs, 3);
+    running.compiled = Some(job.compile(&options).map_err(|e| e.to_string()));
+    let gang = plan(running).expect("plan").gang;
+    assert_eq!(gang.len(), 1, "{gang:?}");
+    assert_eq!(gang[0].data["spec"]["minMember"], json!(2));
+
+    // The Workload API's objects cannot change: nothing to write.
+    let native = crate::compile::gang::GangScheduler::Native;
+    let options = Options {
+        gang_scheduler: Some(&native),
+        ..Options::default()
+    };
+    let mut running = facts(&job, Some(&live), &jobs, 3);
+    running.compiled = Some(job.compile(&options).map_err(|e| e.to_string()));
+    assert!(plan(running).expect("plan").gang.is_empty());
 }
