@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::api::PyTorchJob;
 use crate::compile::Options;
+use crate::compile::gang::GangScheduler;
 use crate::compile::v1::Compile;
 use crate::plan::jobs_show_end;
 
@@ -718,24 +719,20 @@ fn a_running_jobs_gang_is_written_as_its_spec_now_compiles() {
     );
     assert!(!needs(&job, Some(&finished), true).compiled);
 
-    let volcano = crate::compile::gang::GangScheduler::Volcano;
-    let options = Options {
-        gang_scheduler: Some(&volcano),
-        ..Options::default()
+    // The gang objects the plan of the running job writes, under `scheduler`.
+    let planned_gang = |scheduler: GangScheduler| {
+        let options = Options {
+            gang_scheduler: Some(&scheduler),
+            ..Options::default()
+        };
+        let mut running = facts(&job, Some(&live), &jobs, 3);
+        running.compiled = Some(job.compile(&options).map_err(|e| e.to_string()));
+        plan(running).expect("plan").gang
     };
-    let mut running = facts(&job, Some(&live), &jobs, 3);
-    running.compiled = Some(job.compile(&options).map_err(|e| e.to_string()));
-    let gang = plan(running).expect("plan").gang;
+    let gang = planned_gang(GangScheduler::Volcano);
     assert_eq!(gang.len(), 1, "{gang:?}");
     assert_eq!(gang[0].data["spec"]["minMember"], json!(2));
 
     // The Workload API's objects cannot change: nothing to write.
-    let native = crate::compile::gang::GangScheduler::Native;
-    let options = Options {
-        gang_scheduler: Some(&native),
-        ..Options::default()
-    };
-    let mut running = facts(&job, Some(&live), &jobs, 3);
-    running.compiled = Some(job.compile(&options).map_err(|e| e.to_string()));
-    assert!(plan(running).expect("plan").gang.is_empty());
+    assert!(planned_gang(GangScheduler::Native).is_empty());
 }
