@@ -11,7 +11,6 @@ Run by `e2e/sdk/run training-gang scheduler-plugins|volcano`, with that schedule
 import os
 import time
 
-import pytest
 from kubeflow.training import TrainingClient
 from kubeflow.training import models as m
 from polling import WAIT, wait_until
@@ -28,33 +27,41 @@ def placed(pods):
     return [p.metadata.name for p in pods if p.spec.node_name]
 
 
-@pytest.mark.parametrize("kind", list(EVERY_KIND))
 def test_a_gang_larger_than_its_job_is_held_until_update_job_shrinks_it(
-        kind, namespace, training_client):
-    tc = TrainingClient(job_kind=kind)
-    name = f"{kind.lower()}-gang"
-    total = pod_count(kind)
-    job = build(kind, name, namespace, m.KubeflowOrgV1SchedulingPolicy(min_available=10),
-                scheduler_name=SCHEDULER)
-    tc.create_job(job=job, namespace=namespace)
+        namespace, training_client):
+    # All six kinds at once, each step over all of them: one held window instead of six.
+    clients = {kind: TrainingClient(job_kind=kind) for kind in EVERY_KIND}
+    names = {kind: f"{kind.lower()}-gang" for kind in EVERY_KIND}
+    for kind, tc in clients.items():
+        job = build(kind, names[kind], namespace, m.KubeflowOrgV1SchedulingPolicy(min_available=10),
+                    scheduler_name=SCHEDULER)
+        tc.create_job(job=job, namespace=namespace)
 
-    tc.wait_for_job_conditions(name, namespace, kind, expected_conditions={"Created"},
-                               wait_timeout=WAIT, polling_interval=1)
-    wait_until(f"{total} pods of {name}", lambda: len(pods_of(namespace, name)) == total)
-    # Held: over HELD seconds no pod is placed, and the job stays Created, never Running.
+    for kind, tc in clients.items():
+        name = names[kind]
+        tc.wait_for_job_conditions(name, namespace, kind, expected_conditions={"Created"},
+                                   wait_timeout=WAIT, polling_interval=1)
+        total = pod_count(kind)
+        wait_until(f"{total} pods of {name}", lambda: len(pods_of(namespace, name)) == total)
+    # Held: over HELD seconds no pod is placed, and every job stays Created, never Running.
     deadline = time.monotonic() + HELD
     while time.monotonic() < deadline:
-        assert not placed(pods_of(namespace, name)), f"{name}: placed though its gang is 10"
-        held = tc.get_job(name, namespace, kind)
-        assert tc.is_job_created(job_kind=kind, job=held)
-        assert not tc.is_job_running(job_kind=kind, job=held), held.status.conditions
+        for kind, tc in clients.items():
+            name = names[kind]
+            assert not placed(pods_of(namespace, name)), f"{name}: placed though its gang is 10"
+            held = tc.get_job(name, namespace, kind)
+            assert tc.is_job_created(job_kind=kind, job=held), name
+            assert not tc.is_job_running(job_kind=kind, job=held), (name, held.status.conditions)
         time.sleep(1)
 
     def schedulable(job):
         job.spec.run_policy.scheduling_policy.min_available = 2
-    update(tc, name, namespace, kind, schedulable)
+    for kind, tc in clients.items():
+        update(tc, names[kind], namespace, kind, schedulable)
 
-    succeeded(tc, name, namespace, kind)
-    tc.delete_job(name, namespace, kind)
-    wait_until(f"{name}, its JobSet and pods to be gone",
-               lambda: not jobset_exists(namespace, name) and not pods_of(namespace, name))
+    for kind, tc in clients.items():
+        succeeded(tc, names[kind], namespace, kind)
+        tc.delete_job(names[kind], namespace, kind)
+    for name in names.values():
+        wait_until(f"{name}, its JobSet and pods to be gone",
+                   lambda: not jobset_exists(namespace, name) and not pods_of(namespace, name))
