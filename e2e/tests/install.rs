@@ -14,9 +14,9 @@ use std::time::Duration;
 use jobset_types::JobSet;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
-use serde_json::Value;
+use serde_json::{Value, json};
 use trainset::kinds::{Served, Visitor, visit_all};
 use trainset_e2e::kubelet::{self, Kubelet};
 use trainset_e2e::pod::{RunningPod, Runtime, proc_status, root_mount_options};
@@ -42,11 +42,11 @@ const RELEASE: &str = "trainset";
 /// The image `e2e/image` builds by default.
 const IMAGE_REPOSITORY: &str = "localhost/trainset";
 const IMAGE_TAG: &str = "e2e";
-/// How long in-flight jobs' pods run through an upgrade, and past an uninstall. The MPIJob's
-/// JobSet can take 30 s to be created: Kueue's JobSet webhook denies it until Kueue's cache has
-/// the new MPIJob, and trainset's retries back off.
-const THROUGH_UPGRADE: u32 = 90;
-const PAST_UNINSTALL: u32 = 50;
+/// How long in-flight jobs' pods would run: longer than any test, which ends them itself
+/// (`InFlight::end_pods`) once what they must live through is over.
+const UNTIL_ENDED: u32 = 3600;
+/// How long in-flight jobs may take to end once their pods are told to.
+const ENDING: Duration = Duration::from_secs(90);
 /// The labels Helm's chart adds to the kustomize base's objects (its bookkeeping).
 const HELM_LABELS: [&str; 4] = [
     "app.kubernetes.io/instance",
@@ -301,11 +301,10 @@ async fn serves(client: &Client, pod: &RunningPod) {
     runs_every_example(client, pod).await;
 }
 
-/// Jobs whose pods run a while: three examples of different layouts (an MPIJob with its
-/// hostfile and SSH key among them), every pod kept when they end.
+/// Jobs whose pods run until the test ends them: three examples of different layouts (an MPIJob
+/// with its hostfile and SSH key among them), every pod kept when they end.
 struct InFlight {
     ns: TestNamespace,
-    seconds: u32,
     jobs: Vec<(String, Api<DynamicObject>)>,
     /// Per job: its uid, its JobSet's uid, and its pods' uids.
     uids: BTreeMap<String, (String, String, Vec<String>)>,
@@ -329,10 +328,7 @@ fn in_flight_manifest(file: &str, seconds: u32) -> Value {
             replica["template"]["metadata"] = delay(seconds);
         }
     }
-    spec.insert(
-        "runPolicy".to_owned(),
-        serde_json::json!({"cleanPodPolicy": "None"}),
-    );
+    spec.insert("runPolicy".to_owned(), json!({"cleanPodPolicy": "None"}));
     manifest
 }
 
@@ -360,9 +356,8 @@ async fn pod_uids(client: &Client, ns: &str, jobset: &str) -> Vec<String> {
 }
 
 impl InFlight {
-    /// Creates the jobs, their pods running `seconds`, and waits until every one runs with all
-    /// its pods running.
-    async fn start(client: &Client, seconds: u32) -> Self {
+    /// Creates the jobs and waits until every one runs with all its pods running.
+    async fn start(client: &Client) -> Self {
         let ns = TestNamespace::create(client, "inflight").await;
         let mut jobs = Vec::new();
         for file in [
@@ -370,7 +365,7 @@ impl InFlight {
             "tfjob-ps-worker.yaml",
             "mpijob.yaml",
         ] {
-            let manifest = in_flight_manifest(file, seconds);
+            let manifest = in_flight_manifest(file, UNTIL_ENDED);
             let name = manifest["metadata"]["name"]
                 .as_str()
                 .expect("name")
@@ -422,11 +417,22 @@ impl InFlight {
             );
             uids.insert(name.clone(), record);
         }
-        Self {
-            ns,
-            seconds,
-            jobs,
-            uids,
+        Self { ns, jobs, uids }
+    }
+
+    /// Every pod's program ends now: KWOK completes a pod its delay after the pod's last change,
+    /// so a delay of 0 set now completes it at once.
+    async fn end_pods(&self, client: &Client) {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &self.ns.name);
+        let now = delay(0);
+        for pod in pods.list(&ListParams::default()).await.expect("pods").items {
+            pods.patch(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "metadata": now })),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("end pod {}: {e}", pod.name_any()));
         }
     }
 
@@ -490,11 +496,11 @@ impl InFlight {
         }
     }
 
-    /// Every job succeeds, and is still the one it was.
+    /// Once their pods end, every job succeeds, and is still the one it was.
     async fn succeed(self, client: &Client) {
+        self.end_pods(client).await;
         for (name, api) in &self.jobs {
-            let limit = Duration::from_secs(u64::from(self.seconds) + 90);
-            wait_state(api, name, "Succeeded", limit).await;
+            wait_state(api, name, "Succeeded", ENDING).await;
         }
         self.unchanged(client, false).await;
         self.ns.delete().await;
@@ -528,7 +534,7 @@ async fn hand_over(client: &Client, mut old: RunningPod) -> RunningPod {
 /// their status stays as trainset last wrote it. Deleting the CRDs deletes every training job,
 /// and the garbage collector deletes their JobSets and pods.
 async fn uninstall(client: &Client, mut running: RunningPod, remove_operator: impl FnOnce()) {
-    let jobs = InFlight::start(client, PAST_UNINSTALL).await;
+    let jobs = InFlight::start(client).await;
     remove_operator();
     namespace_gone(client).await;
     // The namespace took the Lease with it: a leader that noticed first has stopped leading and
@@ -541,11 +547,11 @@ async fn uninstall(client: &Client, mut running: RunningPod, remove_operator: im
     );
     drop(running);
 
+    jobs.end_pods(client).await;
     let jobsets: Api<JobSet> = Api::namespaced(client.clone(), &jobs.ns.name);
     for (name, api) in &jobs.jobs {
-        let limit = Duration::from_secs(u64::from(jobs.seconds) + 90);
         wait_for(
-            limit,
+            ENDING,
             &format!("{name}'s JobSet to complete without trainset"),
             || async {
                 let jobset = jobsets.get(name).await.ok()?;
@@ -622,7 +628,7 @@ async fn kustomize_install_upgrade_from_the_previous_release_and_uninstall() {
     leads(&client, &old).await;
 
     // Upgrade under live jobs: the CRDs first, then the base with the new image.
-    let in_flight = InFlight::start(&client, THROUGH_UPGRADE).await;
+    let in_flight = InFlight::start(&client).await;
     apply_crds(&client, &repo_root().join("crds")).await;
     let current = overlay();
     kubectl(&[
@@ -673,7 +679,7 @@ async fn helm_install_upgrade_and_uninstall() {
     serves(&client, &running).await;
 
     // An upgrade that changes the pod template rolls the Deployment under live jobs.
-    let in_flight = InFlight::start(&client, THROUGH_UPGRADE).await;
+    let in_flight = InFlight::start(&client).await;
     helm(&[
         "upgrade",
         RELEASE,
@@ -790,7 +796,7 @@ async fn install_of_two_replicas_rolls_out_ready_with_one_leader_and_fails_over_
     }
 
     // Failover: the leader's container dies with jobs in flight.
-    let jobs = InFlight::start(&client, 60).await;
+    let jobs = InFlight::start(&client).await;
     let killed = std::time::Instant::now();
     kubelet.kill(&leader.0).await;
     let renewed = lease(&client, NAMESPACE)
@@ -932,7 +938,7 @@ fn every_chart_value_reaches_the_objects() {
     assert_eq!(container["imagePullPolicy"], "IfNotPresent");
     assert_eq!(
         container["args"],
-        serde_json::json!([
+        json!([
             "run",
             "--log-format=text",
             "--metrics-address=0.0.0.0:9090",
