@@ -310,7 +310,7 @@ struct InFlight {
     uids: BTreeMap<String, (String, String, Vec<String>)>,
 }
 
-fn in_flight_manifest(file: &str, seconds: u32) -> Value {
+fn in_flight_manifest(file: &str) -> Value {
     let path = repo_root().join("examples").join(file);
     let mut manifest = yaml_documents(&std::fs::read_to_string(&path).expect("example"))
         .pop()
@@ -325,7 +325,7 @@ fn in_flight_manifest(file: &str, seconds: u32) -> Value {
             .expect("replica specs")
             .values_mut()
         {
-            replica["template"]["metadata"] = delay(seconds);
+            replica["template"]["metadata"] = delay(UNTIL_ENDED);
         }
     }
     spec.insert("runPolicy".to_owned(), json!({"cleanPodPolicy": "None"}));
@@ -365,7 +365,7 @@ impl InFlight {
             "tfjob-ps-worker.yaml",
             "mpijob.yaml",
         ] {
-            let manifest = in_flight_manifest(file, UNTIL_ENDED);
+            let manifest = in_flight_manifest(file);
             let name = manifest["metadata"]["name"]
                 .as_str()
                 .expect("name")
