@@ -23,8 +23,7 @@ use trainset_e2e::operator::{self, Extra};
 use trainset_e2e::relay::Relay;
 use trainset_e2e::{
     TestNamespace, apply, client, cluster, create, delay, dry_run_create, dynamic_api, events_for,
-    http_get, install_crds, loopback, repo_root, status, wait_for, wait_state, wait_until,
-    yaml_documents,
+    http_get, install_crds, loopback, repo_root, status, wait_for, wait_state, yaml_documents,
 };
 
 /// Port offsets of the chaos tests' operators (see `trainset_e2e::loopback`).
@@ -116,40 +115,58 @@ async fn jobsets_at_least(client: &Client, ns: &str, count: usize) {
 /// Waits until every job in `ns` has succeeded; fails at once on a failed one. If `limit`
 /// passes first, the panic says what the jobs, their JobSets and `worker` (the operator that
 /// leads) looked like then.
-async fn all_succeed(client: &Client, ns: &str, count: usize, limit: Duration, worker: Worker<'_>) {
+/// Waits until all `count` jobs have succeeded, failing at the first failed one. The worker is
+/// started again whenever it exits, as the Deployment's kubelet would: a leader that cannot renew
+/// its Lease within the renew deadline exits by design, and a restarted apiserver refuses the
+/// renewals until its RBAC cache has the Role (`role … not found`), 10 s and more on a loaded
+/// machine. Returns how many times it was started again.
+async fn all_succeed(
+    client: &Client,
+    ns: &str,
+    count: usize,
+    limit: Duration,
+    worker: Worker<'_>,
+) -> usize {
     let api = jax(client, ns);
-    let done = wait_until(limit, || async {
-        let list = api.list(&ListParams::default()).await.ok()?;
-        if let Some(failed) = list.items.iter().find(|j| status(j)["state"] == "Failed") {
-            panic!("{} failed: {}", failed.name_any(), status(failed));
+    let deadline = Instant::now() + limit;
+    let mut restarts = 0;
+    loop {
+        if let Some(exit) = worker.process.exited() {
+            println!("the operator exited ({exit}); starting it again");
+            *worker.process = operator::spawn_extra(client, &loopback(worker.port)).await;
+            restarts += 1;
         }
-        let succeeded = list
-            .items
-            .iter()
-            .filter(|j| status(j)["state"] == "Succeeded");
-        (list.items.len() == count && succeeded.count() == count).then_some(())
-    })
-    .await;
-    if done.is_none() {
-        panic!(
-            "timed out after {limit:?} waiting for {count} jobs to succeed\n{}",
-            stall_report(client, ns, worker).await
-        );
+        if let Ok(list) = api.list(&ListParams::default()).await {
+            if let Some(failed) = list.items.iter().find(|j| status(j)["state"] == "Failed") {
+                panic!("{} failed: {}", failed.name_any(), status(failed));
+            }
+            let succeeded = list
+                .items
+                .iter()
+                .filter(|j| status(j)["state"] == "Succeeded");
+            if list.items.len() == count && succeeded.count() == count {
+                return restarts;
+            }
+        }
+        if Instant::now() >= deadline {
+            panic!(
+                "timed out after {limit:?} waiting for {count} jobs to succeed\n{}",
+                stall_report(client, ns, &worker).await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 
 /// The operator expected to do the work: its process and its port's name.
-#[derive(Clone, Copy)]
 struct Worker<'a> {
-    process: &'a Extra,
+    process: &'a mut Extra,
     port: &'a str,
 }
 
 /// What a run that stopped moving looked like: the jobs by state, how many JobSets exist, the
-/// operator's readiness and metrics, and where each of its threads waits. CI twice saw every
-/// job stop after an apiserver restart on a loaded machine, with nothing in trainset's log, and
-/// it never happened at hand: the next time says more.
-async fn stall_report(client: &Client, ns: &str, worker: Worker<'_>) -> String {
+/// operator's readiness and metrics, and where each of its threads waits.
+async fn stall_report(client: &Client, ns: &str, worker: &Worker<'_>) -> String {
     let mut report = String::new();
     let mut states = BTreeMap::<String, usize>::new();
     if let Ok(list) = jax(client, ns).list(&ListParams::default()).await {
@@ -269,7 +286,7 @@ async fn events(client: &Client, ns: &str) -> Vec<(String, String)> {
 /// of them have JobSets.
 async fn burst_through_restart(prefix: &str, component: &str) {
     let (client, ns) = setup(prefix).await;
-    let (operator, _) = leading_operator(&client, FIRST_PORT).await;
+    let (mut operator, _) = leading_operator(&client, FIRST_PORT).await;
     let count = burst_size();
     let started = Instant::now();
     let names = burst(&client, &ns.name, prefix, count).await;
@@ -279,12 +296,13 @@ async fn burst_through_restart(prefix: &str, component: &str) {
     // which client-go draws between 5 and 10 minutes (6 min 35 s measured once): the jobs end
     // after that, and the limit leaves room for the longest draw.
     let worker = Worker {
-        process: &operator,
+        process: &mut operator,
         port: FIRST_PORT,
     };
-    all_succeed(&client, &ns.name, count, Duration::from_secs(900), worker).await;
+    let restarts = all_succeed(&client, &ns.name, count, Duration::from_secs(900), worker).await;
     println!(
-        "{component} restarted: {count} jobs succeeded in {:.1}s",
+        "{component} restarted: {count} jobs succeeded in {:.1}s, the operator started again \
+         {restarts} times",
         started.elapsed().as_secs_f64()
     );
     every_job_right(&client, &ns.name, &names).await;
@@ -301,13 +319,14 @@ async fn chaos_a_sigkilled_operator_restarts_mid_burst_and_loses_nothing() {
     let names = burst(&client, &ns.name, "kill", count).await;
     jobsets_at_least(&client, &ns.name, count / 4).await;
     drop(first); // SIGKILL: no graceful shutdown, the Lease is not released
-    let (second, took) = leading_operator(&client, FIRST_PORT).await;
+    let (mut second, took) = leading_operator(&client, FIRST_PORT).await;
     println!("restarted operator leads after {:.1}s", took.as_secs_f64());
     let worker = Worker {
-        process: &second,
+        process: &mut second,
         port: FIRST_PORT,
     };
-    all_succeed(&client, &ns.name, count, Duration::from_secs(600), worker).await;
+    let restarts = all_succeed(&client, &ns.name, count, Duration::from_secs(600), worker).await;
+    assert_eq!(restarts, 0, "the restarted operator exited");
     every_job_right(&client, &ns.name, &names).await;
     drop(second);
     ns.delete().await;
@@ -330,7 +349,7 @@ async fn chaos_c_a_restarted_etcd_loses_nothing() {
 async fn chaos_d_a_follower_takes_over_from_a_killed_leader() {
     let (client, ns) = setup("failover").await;
     let (leader, _) = leading_operator(&client, FIRST_PORT).await;
-    let follower = operator::spawn_extra(&client, &loopback(SECOND_PORT)).await;
+    let mut follower = operator::spawn_extra(&client, &loopback(SECOND_PORT)).await;
     wait_for(Duration::from_secs(30), "the follower to serve", || async {
         (http_get(&loopback(SECOND_PORT), "/healthz").await?.0 == 200).then_some(())
     })
@@ -355,10 +374,11 @@ async fn chaos_d_a_follower_takes_over_from_a_killed_leader() {
         "failover took {failover:?}"
     );
     let worker = Worker {
-        process: &follower,
+        process: &mut follower,
         port: SECOND_PORT,
     };
-    all_succeed(&client, &ns.name, count, Duration::from_secs(300), worker).await;
+    let restarts = all_succeed(&client, &ns.name, count, Duration::from_secs(300), worker).await;
+    assert_eq!(restarts, 0, "the follower exited after taking over");
     every_job_right(&client, &ns.name, &names).await;
     drop(follower);
     ns.delete().await;
@@ -721,7 +741,7 @@ async fn chaos_j_a_partitioned_leader_stops_before_its_lease_lapses() {
     let audit = Audit::mark();
     let mut leader = operator::spawn_extra_via(&client, &loopback(FIRST_PORT), &relay).await;
     wait_ready(FIRST_PORT, LEASE * 3).await;
-    let standby = standby_operator(&client).await;
+    let mut standby = standby_operator(&client).await;
     let count = 20;
     let names = burst(&client, &ns.name, "partition", count).await;
     jobsets_at_least(&client, &ns.name, count / 4).await;
@@ -744,10 +764,11 @@ async fn chaos_j_a_partitioned_leader_stops_before_its_lease_lapses() {
     assert!(took_over <= LEASE + Duration::from_secs(5), "{took_over:?}");
 
     let worker = Worker {
-        process: &standby,
+        process: &mut standby,
         port: SECOND_PORT,
     };
-    all_succeed(&client, &ns.name, count, Duration::from_secs(300), worker).await;
+    let restarts = all_succeed(&client, &ns.name, count, Duration::from_secs(300), worker).await;
+    assert_eq!(restarts, 0, "the standby exited after taking over");
     every_job_right(&client, &ns.name, &names).await;
     let relayed: Vec<Value> = audit
         .since()
