@@ -112,14 +112,13 @@ async fn jobsets_at_least(client: &Client, ns: &str, count: usize) {
     .await;
 }
 
-/// Waits until every job in `ns` has succeeded; fails at once on a failed one. If `limit`
+/// Waits until all `count` jobs in `ns` have succeeded; fails at once on a failed one. If `limit`
 /// passes first, the panic says what the jobs, their JobSets and `worker` (the operator that
-/// leads) looked like then.
-/// Waits until all `count` jobs have succeeded, failing at the first failed one. The worker is
-/// started again whenever it exits, as the Deployment's kubelet would: a leader that cannot renew
-/// its Lease within the renew deadline exits by design, and a restarted apiserver refuses the
-/// renewals until its RBAC cache has the Role (`role … not found`), 10 s and more on a loaded
-/// machine. Returns how many times it was started again.
+/// leads) looked like then. The worker is started again whenever it exits, as the Deployment's
+/// kubelet would: a leader that cannot renew its Lease within the renew deadline exits by
+/// design, and a restarted apiserver refuses renewals until its RBAC cache has the Role (`role …
+/// not found`), or answers none in time, 10 s and more on a loaded machine. Returns how many
+/// times it was started again.
 async fn all_succeed(
     client: &Client,
     ns: &str,
