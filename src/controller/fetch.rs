@@ -135,7 +135,7 @@ fn compile<K: Served>(
     }
     // A new key pair each time: the Secret is created once, and one that exists (made by an
     // earlier reconcile) is kept and never read, so the key never leaves it.
-    let key = if K::NEEDS_SSH_KEY {
+    let key = if job.needs_ssh_key() {
         Some(SshKeyPair::generate()?)
     } else {
         None

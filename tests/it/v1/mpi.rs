@@ -4,7 +4,9 @@
 use std::path::Path;
 
 use serde_json::{Value, json};
-use trainset::api::API_VERSION_ANNOTATION;
+use trainset::api::{API_VERSION_ANNOTATION, MPIJob};
+use trainset::compile::Options;
+use trainset::compile::v1::Compile;
 
 use crate::support::compile_with_test_key;
 
@@ -113,6 +115,24 @@ fn a_recorded_version_in_the_manifest_does_not_change_the_semantics() {
     let mut manifest = mpijob("v2beta1", json!({}), json!({}));
     manifest["metadata"]["annotations"] = json!({API_VERSION_ANNOTATION: "v1"});
     assert!(compile(&manifest).secret.is_some());
+}
+
+/// The controller generates a key pair for each compile of a job that needs one: only the API
+/// that runs over SSH does, and the other compiles without it.
+#[test]
+fn only_the_version_over_ssh_needs_a_key() {
+    let job = |version: &str| {
+        let mut manifest = mpijob(version, json!({}), json!({}));
+        manifest["metadata"]["annotations"] = json!({API_VERSION_ANNOTATION: version});
+        trainset::compile::parse::<MPIJob>(manifest).unwrap_or_else(|e| panic!("{e}"))
+    };
+    assert!(job("v2beta1").needs_ssh_key());
+    let v1 = job("v1");
+    assert!(!v1.needs_ssh_key());
+    let compiled = v1
+        .compile(&Options::default())
+        .unwrap_or_else(|e| panic!("compiles without a key: {e}"));
+    assert!(compiled.secret.is_none());
 }
 
 #[test]

@@ -300,6 +300,11 @@ pub trait Compile {
     fn exec_targets(&self) -> Option<&'static str> {
         None
     }
+    /// Whether compiling this job needs [`Options::ssh_key`]: an MPIJob of the API that runs
+    /// over SSH does, one that runs over `kubectl exec` does not.
+    fn needs_ssh_key(&self) -> bool {
+        Self::NEEDS_SSH_KEY
+    }
     fn compile(&self, options: &Options<'_>) -> Result<Compiled, CompileError>;
 }
 

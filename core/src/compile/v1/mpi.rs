@@ -29,6 +29,13 @@ impl Compile for MPIJob {
         }
     }
 
+    fn needs_ssh_key(&self) -> bool {
+        match self.api() {
+            MpiApi::V2beta1 => MpiSsh::NEEDS_SSH_KEY,
+            MpiApi::V1 => MpiKubectlExec::NEEDS_SSH_KEY,
+        }
+    }
+
     fn exec_targets(&self) -> Option<&'static str> {
         (self.api() == MpiApi::V1).then_some(super::mpi_kubectl_exec::EXEC_TARGETS)
     }
