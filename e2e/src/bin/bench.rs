@@ -22,8 +22,8 @@ use trainset::compile::Options;
 use trainset::kinds::compile_manifest;
 use trainset_e2e::audit::Audit;
 use trainset_e2e::{
-    Peer, TestNamespace, client, cluster_state, condition, dynamic_api, http_get, install_crds,
-    loopback, operator, status,
+    Peer, TestNamespace, client, cluster_state, condition, dry_run_create, dynamic_api, http_get,
+    install_crds, loopback, operator, status, wait_for,
 };
 
 /// A progress line, stamped with the UTC time of day as the e2e scripts' logs are, so a run's
@@ -63,6 +63,8 @@ const PORT: &str = "bench_operator";
 const SETTLE: Duration = Duration::from_secs(10);
 const QUIET_PCT: f64 = 40.0;
 const SETTLE_LIMIT: Duration = Duration::from_secs(600);
+/// How long a peer's webhooks may take to admit its first job.
+const ADMISSION_LIMIT: Duration = Duration::from_secs(120);
 /// Pods per job: 1 Master + 3 Workers, or a TrainJob of 4 nodes.
 const PODS_PER_JOB: usize = 4;
 /// `USER_HZ`: the unit of /proc/<pid>/stat times, 100 on every Linux architecture.
@@ -286,6 +288,18 @@ fn suspended(object: &DynamicObject) -> Option<(String, String)> {
 fn v1_pod(object: &DynamicObject) -> Option<(String, String)> {
     let job = object.labels().get("training.kubeflow.org/job-name")?;
     Some((job.clone(), object.name_any()))
+}
+
+/// Waits until `object` would be admitted, before a clock starts: admission webhooks answer from
+/// caches that may trail a peer's start (Kueue's TrainJob webhook refused the first TrainJobs
+/// with "runtime 'torch-distributed' not found" seconds after Trainer applied its runtimes).
+async fn wait_admitted(client: &Client, object: &Value, namespace: &str) {
+    wait_for(
+        ADMISSION_LIMIT,
+        "the first job to be admitted (dry run)",
+        || async { dry_run_create(client, object, namespace).await.ok() },
+    )
+    .await;
 }
 
 /// Creates every object with `IN_FLIGHT` requests at once.
@@ -529,6 +543,7 @@ async fn run_jobs(client: &Client, system: &System, jobs: usize) -> Run {
     } else {
         (jobsets, 1, exists)
     };
+    wait_admitted(client, &objects[0], &ns.name).await;
     let audit = Audit::mark();
     let operator_cpu = system.operator.map(|(pid, _)| cpu_seconds(pid));
     let control_plane = control_plane_cpu_by_component();
@@ -707,6 +722,7 @@ async fn steady_state(
     let ns = TestNamespace::create(client, &format!("steady-{}", system.label)).await;
     let manifests: Vec<Value> = (0..count).map(|i| (system.manifest)(i, true)).collect();
     let api = dynamic_api(client, &manifests[0], Some(&ns.name));
+    wait_admitted(client, &manifests[0], &ns.name).await;
     // Taken in: the operator reported the job suspended.
     let start = Instant::now();
     let ((), taken) = tokio::join!(
@@ -741,6 +757,11 @@ async fn steady_state(
     } else {
         None
     };
+    // Said now, so a later phase that fails does not take these figures with it.
+    say!(
+        "{}: held {count} for {hold} s: RSS {rss_mib:.1} MiB, idle CPU {idle_cpu_pct:.2} % of a core, control plane {control_plane_pct:.1} %",
+        system.label
+    );
     let startup = startup(client, system, operator, &api, count).await;
     delete_and_wait(client, ns).await;
     Some(Steady {
