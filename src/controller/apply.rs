@@ -20,6 +20,7 @@ use crate::autoscaler::AutoscalerWrite;
 use crate::compile::gang;
 use crate::compile::{Compiled, JOB_NAME, OPERATOR_NAME};
 use crate::kinds::Served;
+use crate::plan::v1::takeover::{ForeignKind, ForeignObject};
 use crate::plan::v1::{LauncherRole, Plan};
 use crate::plan::{Holder, SuspendWrite, holder, resource_exists};
 use crate::run_policy;
@@ -58,12 +59,15 @@ pub async fn apply<K: Served>(
         clean_pods: clean,
         delete_job,
         launcher_role,
+        stop_foreign,
         gang: gang_objects,
         happened: _,
         requeue: _,
     } = plan;
     let name = job.name_any();
     let jobsets: Api<JobSet> = Api::namespaced(ctx.client.clone(), namespace);
+    // The previous operator's objects go before anything of trainset's is made.
+    super::takeover::stop(stop_foreign, job.uid().as_deref(), namespace, ctx).await?;
     if let Some(compiled) = to_create {
         match create(namespace, compiled, ctx).await? {
             Applied::Done => gang_written(job, &compiled.gang, ctx),
@@ -109,7 +113,7 @@ pub async fn apply<K: Served>(
             .map_err(kube_error("deleting JobSet", &name))?;
     }
     if let Some(policy) = clean {
-        clean_pods(&name, job.operator_name(), namespace, *policy, ctx).await?;
+        clean_pods(job, namespace, *policy, ctx).await?;
     }
     if *delete_job {
         // This job, not one created since under its name.
@@ -585,34 +589,49 @@ async fn write_launcher_role<K: Served>(
 }
 
 /// Deletes the pods `cleanPodPolicy` removes (pods are not cached: this runs once per job).
-async fn clean_pods(
-    name: &str,
-    operator_name: &str,
+async fn clean_pods<K: Served>(
+    job: &K,
     namespace: &str,
     policy: CleanPodPolicy,
     ctx: &Context,
 ) -> Result<(), Error> {
+    let name = job.name_any();
     let selector = format!(
         "{JOB_NAME}={},{OPERATOR_NAME}={}",
         name.replace('/', "-"),
-        operator_name
+        job.operator_name()
     );
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let list = pods
         .list(&ListParams::default().labels(&selector))
         .await
-        .map_err(kube_error("listing pods of", name))?;
-    for pod in list
+        .map_err(kube_error("listing pods of", &name))?;
+    let cleaned: Vec<String> = list
         .items
         .iter()
         .filter(|pod| run_policy::cleans(policy, pod))
-    {
-        let pod_name = pod.name_any();
-        pods.delete(&pod_name, &DeleteParams::background())
+        .map(ResourceExt::name_any)
+        .collect();
+    for pod_name in &cleaned {
+        pods.delete(pod_name, &DeleteParams::background())
             .await
             .map_err(kube_error("deleting pod", pod_name))?;
     }
-    Ok(())
+    // training-operator made a Service of each pod's name, which goes with it (as v1 deletes
+    // it); trainset's JobSets have none.
+    let uid = job.uid().unwrap_or_default();
+    let services: Vec<ForeignObject> = ctx
+        .caches
+        .services_controlled_by(namespace, &uid)
+        .into_iter()
+        .filter(|(service, _)| cleaned.contains(service))
+        .map(|(name, uid)| ForeignObject {
+            kind: ForeignKind::Service,
+            name,
+            uid: Some(uid),
+        })
+        .collect();
+    super::takeover::stop(&services, Some(&uid), namespace, ctx).await
 }
 
 /// Server-side apply stores an empty object as null, which the CRD refuses: an empty
@@ -622,6 +641,9 @@ fn applicable(status: &mut Value) {
     let Some(fields) = status.as_object_mut() else {
         return;
     };
+    // A job taken over: the previous operator owns the counts it wrote, which one left out
+    // would keep, so each is sent, zeros too.
+    let counts_owned_elsewhere = fields.contains_key("takeover");
     if fields
         .get("replicaStatuses")
         .and_then(Value::as_object)
@@ -636,6 +658,11 @@ fn applicable(status: &mut Value) {
         for replica in replicas.values_mut() {
             if replica.as_object().is_some_and(serde_json::Map::is_empty) {
                 replica["active"] = json!(0);
+            }
+            if counts_owned_elsewhere && let Some(counts) = replica.as_object_mut() {
+                for count in ["active", "succeeded", "failed"] {
+                    counts.entry(count).or_insert(json!(0));
+                }
             }
         }
     }

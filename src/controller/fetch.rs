@@ -7,6 +7,7 @@ use jobset_types::JobSet;
 use jobset_types::keys::{kueue, label as jobset_label};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
@@ -16,7 +17,7 @@ use super::{Context, Error, kube_error};
 use crate::admission;
 use crate::compile::{Options, SshKeyPair};
 use crate::kinds::Served;
-use crate::plan::v1::{self as plan, Facts};
+use crate::plan::v1::{self as plan, Facts, takeover};
 use crate::plan::{deleting, jobs_show_end, jobset_finished};
 
 /// What the caches and, where needed, the apiserver say about `job`.
@@ -32,6 +33,16 @@ pub struct Fetched {
     pub autoscaler: Option<Option<HorizontalPodAutoscaler>>,
     /// The pods its launcher execs into, for a job whose launcher does (from the pods cache).
     pub exec_targets: Option<Vec<String>>,
+    /// What a previous operator made for a job that may have run before trainset took over.
+    pub foreign: Foreign,
+}
+
+/// A previous operator's objects, as [`takeover::Foreign`] reads them.
+#[derive(Default)]
+pub struct Foreign {
+    pods: Vec<Pod>,
+    launcher: Option<Option<Job>>,
+    services: Vec<(String, String)>,
 }
 
 impl Fetched {
@@ -47,6 +58,11 @@ impl Fetched {
             creation_failure: self.creation_failure.take(),
             autoscaler: self.autoscaler.as_ref().map(Option::as_ref),
             exec_targets: self.exec_targets.as_deref(),
+            foreign: takeover::Foreign {
+                pods: &self.foreign.pods,
+                launcher: self.foreign.launcher.as_ref().map(Option::as_ref),
+                services: &self.foreign.services,
+            },
         }
     }
 }
@@ -70,6 +86,7 @@ pub async fn fetch<K: Served>(
         creation_failure: None,
         autoscaler: None,
         exec_targets: None,
+        foreign: Foreign::default(),
     };
     if !plan::managed_here(job) || plan::ended(job) || deleting(job) {
         return Ok(fetched);
@@ -100,6 +117,9 @@ pub async fn fetch<K: Served>(
                 .items;
         }
     }
+    if fetched.jobset.is_none() && takeover::may_have_run_before(job) {
+        fetched.foreign = foreign(job, namespace, ctx).await?;
+    }
     let gang_behind = ctx.gang_scheduler.follows_the_spec()
         && ctx.gang_generations().get(&super::v1::job_key(job)) != job.meta().generation.as_ref();
     let needs = plan::needs(job, fetched.jobset.as_ref(), gang_behind);
@@ -118,6 +138,27 @@ pub async fn fetch<K: Served>(
         fetched.autoscaler = Some(autoscaler);
     }
     Ok(fetched)
+}
+
+/// What a previous operator made for `job`: its pods and Services from the caches, and
+/// mpi-operator's launcher Job, which no cache holds, from the apiserver.
+async fn foreign<K: Served>(job: &K, namespace: &str, ctx: &Context) -> Result<Foreign, Error> {
+    let name = job.name_any();
+    let launcher = match takeover::launcher_job(job) {
+        Some(launcher) => Some(
+            Api::<Job>::namespaced(ctx.client.clone(), namespace)
+                .get_opt(&launcher)
+                .await
+                .map_err(kube_error("getting Job", &launcher))?,
+        ),
+        None => None,
+    };
+    let uid = job.uid().unwrap_or_default();
+    Ok(Foreign {
+        pods: ctx.caches.foreign_pods(namespace, &name),
+        launcher,
+        services: ctx.caches.services_controlled_by(namespace, &uid),
+    })
 }
 
 /// The job checked as the apiserver would (so a job stored under an older CRD fails the same

@@ -16,6 +16,7 @@ mod reconcile;
 
 mod report;
 mod startup;
+mod takeover;
 mod trainer;
 mod v1;
 

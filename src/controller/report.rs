@@ -67,6 +67,19 @@ where
                     note,
                 )
             }
+            Happened::Suspended { reason, message } | Happened::Resumed { reason, message } => {
+                (EventType::Normal, reason.clone(), message.clone())
+            }
+            Happened::Following { message } => (
+                EventType::Normal,
+                "FollowingPreviousOperator".to_owned(),
+                message.clone(),
+            ),
+            Happened::RestartingAsJobSet { message } => (
+                EventType::Warning,
+                "RestartingAsJobSet".to_owned(),
+                message.clone(),
+            ),
             Happened::Waiting { message } => (
                 EventType::Normal,
                 "WaitingForEarlierJob".to_owned(),

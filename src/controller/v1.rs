@@ -47,6 +47,9 @@ pub async fn controller<K: Served>(
             name.zip(job.namespace())
                 .map(|(name, ns)| ObjectRef::<Packed<K>>::new(&name).within(&ns))
         });
+    controller = controller.watches_stream(triggers.foreign_pods, |pod| {
+        caches::job_of_foreign_pod::<Packed<K>>(&pod)
+    });
     if let Some(pods) = triggers.pods {
         controller = controller.watches_stream(pods, |pod| {
             let labels = pod.metadata.labels.as_ref()?;

@@ -152,6 +152,28 @@ pub struct JobStatus {
     /// How many times the JobSet restarted the whole gang.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restarts: Option<i32>,
+    /// The JobSet trainset made for the job, once it made one: a JobSet missing later was lost
+    /// (and is made again, saying so), where a job without one never had a JobSet of trainset's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_set: Option<String>,
+    /// Set on a job that another operator had started or finished when trainset first saw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub takeover: Option<Takeover>,
+}
+
+/// How trainset took a job over from the operator that ran it before (training-operator,
+/// mpi-operator): docs/migration.md.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Takeover {
+    /// The `training.kubeflow.org/operator-name` of the pods that operator made, when the job
+    /// had any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_operator: Option<String>,
+    /// True while pods that operator made run on: trainset follows them to the job's end and
+    /// makes no JobSet. False once they are gone; the job then runs as trainset's own JobSet.
+    #[serde(default)]
+    pub following: bool,
 }
 
 /// One condition of a training job.

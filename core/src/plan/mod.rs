@@ -63,6 +63,22 @@ pub enum Happened {
     Restarted {
         count: i32,
     },
+    Suspended {
+        reason: String,
+        message: String,
+    },
+    Resumed {
+        reason: String,
+        message: String,
+    },
+    /// trainset follows the pods another operator made for the job (`v1::takeover`).
+    Following {
+        message: String,
+    },
+    /// A job trainset followed runs again as trainset's own JobSet.
+    RestartingAsJobSet {
+        message: String,
+    },
     /// The job waits for an earlier job's object of the name it needs to go.
     Waiting {
         message: String,

@@ -26,6 +26,8 @@ use crate::run_policy;
 use crate::status::{self, Observed, Subject};
 use crate::suspend::{self, Control};
 
+pub mod takeover;
+
 /// What the plan needs besides the job and the caches; `fetch` reads only these.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Needs {
@@ -60,6 +62,9 @@ pub struct Facts<'a, K> {
     /// For a job whose launcher execs into its pods ([`crate::compile::v1::Compile::exec_targets`]): the names of
     /// the JobSet's pods it execs into, sorted.
     pub exec_targets: Option<&'a [String]>,
+    /// What a previous operator made for the job, for a job that may have run before trainset
+    /// took over ([`takeover::may_have_run_before`]); nothing otherwise.
+    pub foreign: takeover::Foreign<'a>,
 }
 
 /// A change of replica counts alone is written at most this often (an elastic job's at once); a
@@ -91,6 +96,9 @@ pub struct Plan {
     /// The launcher Role's rules as the job's pods now are (MPIJob `kubeflow.org/v1`), written
     /// where they differ.
     pub launcher_role: Option<LauncherRole>,
+    /// What a previous operator made for the job, deleted before trainset runs it (or as it
+    /// suspends it): see [`takeover`].
+    pub stop_foreign: Vec<takeover::ForeignObject>,
     /// The gang objects of a job whose JobSet exists, as its spec now compiles, written where
     /// they differ: training-operator and mpi-operator keep a PodGroup to the job's spec, so a
     /// gang too large to be placed, or a job resized, gets the gang its spec says.
@@ -123,12 +131,18 @@ pub fn managed_here<K: Served>(job: &K) -> bool {
     }
 }
 
-/// Whether trainset ever made the job's JobSet: its status says `Created`, and not as a job held
-/// since it was created, which has no JobSet until it is resumed (see [`plan`]). One missing now
-/// was lost, and its absence from the cache is confirmed before it is made again.
+/// Whether trainset ever made the job's JobSet: its status names it. One missing now was lost,
+/// and its absence from the cache is confirmed before it is made again. A status trainset wrote
+/// before it named the JobSet says so by `Created`, unless the job was held since it was created
+/// (it has no JobSet until it is resumed, see [`plan`]) or was taken over from another operator.
 pub fn had_jobset<K: Served>(job: &K) -> bool {
-    job.job_status()
-        .is_some_and(|s| status::is_true(s, status::CREATED) && !held_since_created(s))
+    job.job_status().is_some_and(|s| {
+        s.job_set.is_some()
+            || (s.takeover.is_none()
+                && s.state.is_some()
+                && status::is_true(s, status::CREATED)
+                && !held_since_created(s))
+    })
 }
 
 /// A status that says the job is `Created` and was suspended since: no pod ever counted.
@@ -142,7 +156,10 @@ fn held_since_created(status: &JobStatus) -> bool {
 /// there is nothing to compile, make or write. Its spec was checked when it was first held, and
 /// is checked again, compiled, when it is resumed.
 fn held_as_said<K: Served>(job: &K) -> bool {
-    wants_suspended(job) && job.job_status().is_some_and(held_since_created)
+    wants_suspended(job)
+        && job
+            .job_status()
+            .is_some_and(|s| held_since_created(s) && s.state.is_some())
 }
 
 pub fn ended<K: Served>(job: &K) -> bool {
@@ -204,7 +221,7 @@ fn subject<'a, K: Served>(
 }
 
 /// The plan for one reconcile.
-pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
+pub fn plan<K: Served>(mut facts: Facts<'_, K>) -> Result<Plan, PlanError> {
     let job = facts.job;
     let mut plan = Plan::default();
     if !managed_here(job) || deleting(job) {
@@ -213,6 +230,13 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
     let previous = job.job_status();
     if let Some(done) = previous.filter(|s| status::is_terminal(s)) {
         after_end(job, done, &facts.now, &mut plan);
+        if takeover::run_by_another(done) {
+            // Finished by another operator: kept as it is, and shown in `kubectl get`.
+            let mut kept = done.clone();
+            kept.state = Some(status::state(&kept).to_owned());
+            kept.takeover = Some(takeover::taken_over(None, false));
+            plan.status = Some(kept);
+        }
         return Ok(plan);
     }
     if let Some(live) = facts.jobset {
@@ -233,7 +257,12 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
             return Ok(plan);
         }
     }
-    let created = match (facts.jobset, facts.compiled) {
+    if facts.jobset.is_none()
+        && let Some(plan) = takeover::plan(&mut facts)
+    {
+        return Ok(plan);
+    }
+    let created = match (facts.jobset, facts.compiled.take()) {
         (Some(live), mut compiled) => {
             plan.suspend = suspend_write(job, live, &mut compiled, facts.own_workload)?;
             if plan.suspend.is_none() && !jobset_finished(live) {
@@ -287,6 +316,10 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
             Happened::Created
         });
         plan.create = created;
+        next.job_set = Some(name.clone());
+    }
+    if previous.is_some_and(takeover::run_by_another) {
+        next.takeover = Some(takeover::taken_over(None, false));
     }
     let empty = JobStatus::default();
     transitions(previous.unwrap_or(&empty), &next, &mut plan.happened);
@@ -314,21 +347,32 @@ pub fn plan<K: Served>(facts: Facts<'_, K>) -> Result<Plan, PlanError> {
             rules: launcher_rules(pods),
         });
     }
-    let previous = previous.unwrap_or(&empty);
-    if status::changed(previous, &next) {
-        // An elastic job's counts are what its scale subresource, and so its HPA, reads as the
-        // current size: they are written at once.
-        let wait = facts
-            .since_status_write
-            .filter(|_| !job.is_elastic() && status::only_counts_changed(previous, &next))
-            .and_then(|since| COUNTS_INTERVAL.checked_sub(since))
-            .filter(|wait| !wait.is_zero());
-        match wait {
-            Some(wait) => plan.requeue = Some(plan.requeue.map_or(wait, |r| r.min(wait))),
-            None => plan.status = Some(next),
-        }
-    }
+    write_status(&facts, previous.unwrap_or(&empty), next, &mut plan);
     Ok(plan)
+}
+
+/// Puts `next` in the plan when it differs from `previous`; a change of counts alone waits for
+/// [`COUNTS_INTERVAL`] after the last write.
+fn write_status<K: Served>(
+    facts: &Facts<'_, K>,
+    previous: &JobStatus,
+    next: JobStatus,
+    plan: &mut Plan,
+) {
+    if !status::changed(previous, &next) {
+        return;
+    }
+    // An elastic job's counts are what its scale subresource, and so its HPA, reads as the
+    // current size: they are written at once.
+    let wait = facts
+        .since_status_write
+        .filter(|_| !facts.job.is_elastic() && status::only_counts_changed(previous, &next))
+        .and_then(|since| COUNTS_INTERVAL.checked_sub(since))
+        .filter(|wait| !wait.is_zero());
+    match wait {
+        Some(wait) => plan.requeue = Some(plan.requeue.map_or(wait, |r| r.min(wait))),
+        None => plan.status = Some(next),
+    }
 }
 
 /// The job's replica types in canonical order.
@@ -475,6 +519,22 @@ fn transitions(previous: &JobStatus, next: &JobStatus, happened: &mut Vec<Happen
     if let Some(c) = became(status::FAILED) {
         let (reason, message) = told(c, "Failed");
         happened.push(Happened::Failed { reason, message });
+    }
+    // v1 tells of a suspension and a resume in Normal events (the SDK's verbose logs show them).
+    if let Some(c) = became(status::SUSPENDED) {
+        let (reason, message) = told(c, "Suspended");
+        happened.push(Happened::Suspended { reason, message });
+    }
+    let resumed =
+        status::is_true(previous, status::SUSPENDED) && !status::is_true(next, status::SUSPENDED);
+    if let Some(c) = next
+        .conditions
+        .iter()
+        .find(|c| c.type_ == status::SUSPENDED)
+        .filter(|_| resumed)
+    {
+        let (reason, message) = told(c, "Resumed");
+        happened.push(Happened::Resumed { reason, message });
     }
     let restarts = next.restarts.unwrap_or(0);
     if restarts > previous.restarts.unwrap_or(0) {

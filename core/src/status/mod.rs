@@ -5,6 +5,7 @@
 //! status and reason is a no-op; `Running` and `Restarting` exclude each other; `Succeeded` or
 //! `Failed` sets `Running` to False.
 
+pub mod followed;
 pub mod trainer;
 
 use std::collections::BTreeMap;
@@ -333,7 +334,7 @@ fn without_times(status: &JobStatus) -> JobStatus {
 }
 
 /// One word for `kubectl get`: the terminal state, else Suspended, Restarting, Running, Created.
-fn state(status: &JobStatus) -> &'static str {
+pub fn state(status: &JobStatus) -> &'static str {
     let is = |t: &str| {
         status
             .conditions

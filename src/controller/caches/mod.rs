@@ -3,6 +3,7 @@
 //! change of what it reads goes to the controller of the object's training kind only.
 
 mod creation_failures;
+mod foreign_pods;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use creation_failures::CreationFailures;
+pub use foreign_pods::job_of as job_of_foreign_pod;
 
 use super::Shutdown;
 use super::packed::{Keep, Kept, Packed, Projection, Unpacked, pack_event};
@@ -50,6 +52,8 @@ pub struct Triggers {
     pub jobsets: Trigger<JobSet>,
     pub jobs: Trigger<Job>,
     pub pods: Option<Receiver<Result<PodMeta, watcher::Error>>>,
+    /// The pods a previous operator made for the kind's jobs.
+    pub foreign_pods: Receiver<Result<Pod, watcher::Error>>,
 }
 
 /// Objects per page of a watch's initial list, when it is listed in pages: what is decoded at
@@ -61,12 +65,15 @@ const LIST_PAGE: u32 = 100;
 pub struct Caches {
     jobsets: Store<Packed<JobSet>>,
     jobs: Store<Packed<Job>>,
-    /// Every Service's name, namespace, controller and deletion, to see whose one named like a
-    /// JobSet's subdomain is before the JobSet would take it over.
+    /// Every Service's name, namespace, uid, controller and deletion, to see whose one named
+    /// like a JobSet's subdomain is before the JobSet would take it over, and which a previous
+    /// operator made for a job.
     services: Store<PartialObjectMeta<Service>>,
     /// The pods of MPIJob `kubeflow.org/v1` jobs (`operator-name: mpijob-controller`): name,
     /// namespace, the JobSet labels that say whose, and deletion.
     pods: Store<PodMeta>,
+    /// The pods a previous operator made for training jobs (see `foreign_pods`).
+    foreign_pods: Store<Pod>,
     /// What Kubernetes refused to create for the JobSets in `jobsets`.
     creation_failures: CreationFailures,
 }
@@ -79,6 +86,29 @@ impl Caches {
             && self.jobs.wait_until_ready().await.is_ok()
             && self.services.wait_until_ready().await.is_ok()
             && self.pods.wait_until_ready().await.is_ok()
+            && self.foreign_pods.wait_until_ready().await.is_ok()
+    }
+
+    /// The pods labelled with the name of the job `namespace`/`job` that no JobSet made.
+    pub fn foreign_pods(&self, namespace: &str, job: &str) -> Vec<Pod> {
+        foreign_pods::of(&self.foreign_pods, namespace, job)
+    }
+
+    /// The Services in `namespace` that the object with `uid` controls: (name, uid).
+    pub fn services_controlled_by(&self, namespace: &str, uid: &str) -> Vec<(String, String)> {
+        self.services
+            .state()
+            .iter()
+            .filter(|s| s.metadata.namespace.as_deref() == Some(namespace))
+            .filter(|s| s.metadata.deletion_timestamp.is_none())
+            .filter(|s| {
+                let owners = s.metadata.owner_references.as_deref().unwrap_or_default();
+                owners
+                    .iter()
+                    .any(|o| o.controller == Some(true) && o.uid == uid)
+            })
+            .filter_map(|s| Some((s.metadata.name.clone()?, s.metadata.uid.clone()?)))
+            .collect()
     }
 
     /// The names of the pods of replicated job `replicated` of JobSet `namespace`/`jobset`
@@ -171,6 +201,9 @@ pub struct Watches {
     job_writer: Writer<Packed<Job>>,
     service_writer: Writer<PartialObjectMeta<Service>>,
     pod_writer: Writer<PodMeta>,
+    foreign_pod_writer: Writer<Pod>,
+    /// By a foreign pod's `training.kubeflow.org/operator-name`.
+    foreign_pod_routes: foreign_pods::Routes,
     /// The controller that keeps launchers' Roles (MPIJob's), once it takes its triggers.
     pod_route: Option<Sender<Result<PodMeta, watcher::Error>>>,
     /// By the kind of a JobSet's controller owner.
@@ -185,18 +218,22 @@ impl Watches {
         let (jobs, job_writer) = reflector::store();
         let (services, service_writer) = reflector::store();
         let (pods, pod_writer) = reflector::store();
+        let (foreign_pods, foreign_pod_writer) = reflector::store();
         Self {
             caches: Caches {
                 jobsets,
                 jobs,
                 services,
                 pods,
+                foreign_pods,
                 creation_failures: CreationFailures::default(),
             },
             jobset_writer,
             job_writer,
             service_writer,
             pod_writer,
+            foreign_pod_writer,
+            foreign_pod_routes: HashMap::new(),
             pod_route: None,
             jobset_routes: Routes::default(),
             job_routes: HashMap::new(),
@@ -210,9 +247,12 @@ impl Watches {
     /// The triggers of kind `K`'s controller.
     pub fn triggers<K: Served>(&mut self) -> Triggers {
         let (job_tx, jobs) = channel(BUFFER);
+        let (foreign_tx, foreign_pods) = channel(BUFFER);
         for operator in K::OPERATOR_NAMES {
             self.job_routes
                 .insert((*operator).to_owned(), job_tx.clone());
+            self.foreign_pod_routes
+                .insert((*operator).to_owned(), foreign_tx.clone());
         }
         let pods = K::OPERATOR_NAMES.contains(&EXEC_OPERATOR).then(|| {
             let (pod_tx, pods) = channel(BUFFER);
@@ -223,6 +263,7 @@ impl Watches {
             jobsets: self.jobset_trigger(&K::kind(&())),
             jobs,
             pods,
+            foreign_pods,
         }
     }
 
@@ -264,6 +305,7 @@ impl Watches {
             service.metadata = ObjectMeta {
                 name: meta.name,
                 namespace: meta.namespace,
+                uid: meta.uid,
                 resource_version: meta.resource_version,
                 owner_references: meta.owner_references.map(|mut owners| {
                     owners.retain(|o| o.controller == Some(true));
@@ -277,6 +319,14 @@ impl Watches {
         .take_until(shutdown.clone())
         .for_each(|_| std::future::ready(()));
         tokio::spawn(services);
+        tokio::spawn(foreign_pods::watch(
+            client.clone(),
+            listing,
+            readiness.watch(),
+            self.foreign_pod_writer,
+            self.foreign_pod_routes,
+            shutdown.clone(),
+        ));
         tokio::spawn(watch_pods(
             client.clone(),
             listing,
@@ -765,6 +815,7 @@ mod tests {
             jobs: store,
             services: reflector::store().0,
             pods: reflector::store().0,
+            foreign_pods: reflector::store().0,
             creation_failures: CreationFailures::default(),
         };
         let demo: JobSet = serde_json::from_value(json!({
@@ -881,6 +932,7 @@ mod tests {
             jobs: reflector::store().0,
             services: reflector::store().0,
             pods,
+            foreign_pods: reflector::store().0,
             creation_failures: CreationFailures::default(),
         };
         assert_eq!(

@@ -305,6 +305,11 @@ pub trait Compile {
     fn needs_ssh_key(&self) -> bool {
         Self::NEEDS_SSH_KEY
     }
+    /// Whether the operator this job's API comes from runs its launcher as a Job of its own,
+    /// `<name>-launcher` (mpi-operator), which a job trainset takes over may still have.
+    fn launcher_job_before(&self) -> bool {
+        false
+    }
     fn compile(&self, options: &Options<'_>) -> Result<Compiled, CompileError>;
 }
 

@@ -36,6 +36,10 @@ impl Compile for MPIJob {
         }
     }
 
+    fn launcher_job_before(&self) -> bool {
+        self.api() == MpiApi::V2beta1
+    }
+
     fn exec_targets(&self) -> Option<&'static str> {
         (self.api() == MpiApi::V1).then_some(super::mpi_kubectl_exec::EXEC_TARGETS)
     }

@@ -111,7 +111,8 @@ fn succeeded_status(completed: i64) -> Value {
     json!({
         "conditions": [condition("Created", "PyTorchJobCreated"), condition("Succeeded", "PyTorchJobSucceeded")],
         "startTime": at(0).0.to_string(),
-        "completionTime": at(completed).0.to_string()
+        "completionTime": at(completed).0.to_string(),
+        "state": "Succeeded"
     })
 }
 
@@ -132,6 +133,15 @@ fn facts<'a>(
         creation_failure: None,
         autoscaler: None,
         exec_targets: None,
+        foreign: Default::default(),
+    }
+}
+
+/// What v1 says of a resumed job.
+fn resumed_event() -> Happened {
+    Happened::Resumed {
+        reason: "PyTorchJobResumed".to_owned(),
+        message: "PyTorchJob demo is resumed.".to_owned(),
     }
 }
 
@@ -266,7 +276,14 @@ fn a_job_suspended_from_its_creation_gets_its_jobset_only_when_resumed() {
     let held = pytorch(json!({"suspend": true}), json!(null));
     let first = planned(&held, 0);
     assert!(first.create.is_none(), "nothing is made while suspended");
-    assert!(first.happened.is_empty(), "{:?}", first.happened);
+    // v1 tells of the suspension in an event: the SDK's verbose logs show it.
+    assert_eq!(
+        first.happened,
+        [Happened::Suspended {
+            reason: "PyTorchJobSuspended".to_owned(),
+            message: "PyTorchJob demo is suspended.".to_owned()
+        }]
+    );
     let written = first.status.expect("the status of a held job");
     assert!(status::is_true(&written, status::CREATED));
     assert!(status::is_true(&written, status::SUSPENDED));
@@ -290,7 +307,7 @@ fn a_job_suspended_from_its_creation_gets_its_jobset_only_when_resumed() {
     );
     assert_eq!(
         resumed.happened,
-        [Happened::Created],
+        [Happened::Created, resumed_event()],
         "made, not made again"
     );
 }
@@ -304,12 +321,16 @@ fn a_job_that_ran_and_lost_its_jobset_while_suspended_gets_it_again_when_resumed
     };
     let ran = json!({"conditions": [condition("Created", "PyTorchJobCreated"),
                                     condition("Suspended", "PyTorchJobSuspended")],
-                     "replicaStatuses": {"Master": {"active": 0}}});
+                     "replicaStatuses": {"Master": {"active": 0}},
+                     "state": "Suspended", "jobSet": "demo"});
     let held = pytorch(json!({"suspend": true}), ran.clone());
     assert!(had_jobset(&held));
     assert!(planned(&held).create.is_none());
     let resumed = pytorch(json!({"suspend": false}), ran);
-    assert_eq!(planned(&resumed).happened, [Happened::Recreated]);
+    assert_eq!(
+        planned(&resumed).happened,
+        [Happened::Recreated, resumed_event()]
+    );
 }
 
 #[test]
@@ -369,6 +390,7 @@ fn a_jobset_another_job_holds_fails_the_job_and_is_left_alone() {
         creation_failure: None,
         autoscaler: None,
         exec_targets: None,
+        foreign: Default::default(),
     };
     let plan = plan(facts).expect("plan");
     assert!(plan.create.is_none() && plan.suspend.is_none() && !plan.delete_jobset);
