@@ -68,6 +68,22 @@ enum Command {
         #[command(flatten)]
         gang: GangArgs,
     },
+    /// Say what trainset will do with each training job already in the cluster of the current
+    /// kubeconfig, before it runs there: follow, restart, adopt, start, held, finished, wait,
+    /// skip or refuse (docs/migration.md). Exits 1 if any job would be refused.
+    Takeover {
+        /// Read only: the one mode offered; trainset takes jobs over when `trainset run` starts.
+        #[arg(long, required = true)]
+        dry_run: bool,
+        /// Only this namespace (default: every namespace).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+        /// What `trainset run` will be started with, to plan as it will.
+        #[command(flatten)]
+        compile: CompileArgs,
+        #[command(flatten)]
+        gang: GangArgs,
+    },
     /// Print the CRDs of every training kind, or write one file each into a directory.
     Crds {
         /// Write `<group>_<plural>.yaml` files into this directory instead of printing.
@@ -182,6 +198,20 @@ fn main() -> anyhow::Result<()> {
             },
             output,
         ),
+        Command::Takeover {
+            dry_run: _,
+            namespace,
+            compile,
+            gang,
+        } => takeover_dry_run(
+            namespace.as_deref(),
+            &Settings {
+                cluster_domain: compile.cluster_domain,
+                kubectl_delivery_image: compile.mpi_kubectl_delivery_image,
+                max_concurrent_reconciles: 1,
+                gang_scheduler: gang.scheduler()?,
+            },
+        ),
         Command::Crds { dir } => print_crds(dir),
         Command::ApiVersion => {
             print!("{}", trainset::api_version::to_yaml()?);
@@ -196,6 +226,57 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Prints a table of every job's verdict; fails if any would be refused.
+fn takeover_dry_run(namespace: Option<&str>, settings: &Settings) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let rows = runtime.block_on(async {
+        let config = kube::Config::infer()
+            .await
+            .context("reading the cluster's configuration")?;
+        let client = kube::Client::try_from(config).context("connecting to the cluster")?;
+        trainset::controller::dry_run(client, namespace, settings)
+            .await
+            .context("reading the cluster")
+    })?;
+    let width = |field: fn(&trainset::controller::DryRunRow) -> &str, title: &str| {
+        rows.iter()
+            .map(|r| field(r).len())
+            .chain([title.len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let (ns, kind, name) = (
+        width(|r| &r.namespace, "NAMESPACE"),
+        width(|r| &r.kind, "KIND"),
+        width(|r| &r.name, "NAME"),
+    );
+    println!(
+        "{:ns$}  {:kind$}  {:name$}  {:8}  WHY",
+        "NAMESPACE", "KIND", "NAME", "WILL"
+    );
+    for row in &rows {
+        println!(
+            "{:ns$}  {:kind$}  {:name$}  {:8}  {}",
+            row.namespace,
+            row.kind,
+            row.name,
+            row.verdict.word(),
+            row.why
+        );
+    }
+    let refused = rows
+        .iter()
+        .filter(|r| r.verdict == trainset::plan::v1::takeover::Verdict::Refuse)
+        .count();
+    if refused > 0 {
+        anyhow::bail!("{refused} of {} jobs would be refused", rows.len());
+    }
+    Ok(())
 }
 
 /// How long in-flight reconciles may go on after SIGTERM: the process exits well inside a

@@ -15,6 +15,7 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use super::reconcile::Lookup;
 use super::{Context, Error, kube_error};
 use crate::admission;
+use crate::compile::gang::GangScheduler;
 use crate::compile::{Options, SshKeyPair};
 use crate::kinds::Served;
 use crate::plan::v1::{self as plan, Facts, takeover};
@@ -124,7 +125,7 @@ pub async fn fetch<K: Served>(
         && ctx.gang_generations().get(&super::v1::job_key(job)) != job.meta().generation.as_ref();
     let needs = plan::needs(job, fetched.jobset.as_ref(), gang_behind);
     if needs.compiled {
-        fetched.compiled = Some(compile(job, namespace, ctx)?);
+        fetched.compiled = Some(compile(job, namespace, &ctx.compiling())?);
     }
     if needs.workload {
         fetched.own_workload = has_own_workload(job, ctx).await?;
@@ -161,12 +162,19 @@ async fn foreign<K: Served>(job: &K, namespace: &str, ctx: &Context) -> Result<F
     })
 }
 
+/// What the controller compiles jobs with, besides the job.
+pub struct Compiling<'a> {
+    pub cluster_domain: Option<&'a str>,
+    pub gang_scheduler: &'a GangScheduler,
+    pub kubectl_delivery_image: &'a str,
+}
+
 /// The job checked as the apiserver would (so a job stored under an older CRD fails the same
 /// way) and compiled; `Err` says why its spec is invalid.
-fn compile<K: Served>(
+pub fn compile<K: Served>(
     job: &K,
     namespace: &str,
-    ctx: &Context,
+    with: &Compiling<'_>,
 ) -> Result<Result<crate::compile::Compiled, String>, Error> {
     let admitted = serde_json::to_value(job)
         .map_err(|e| e.to_string())
@@ -184,9 +192,9 @@ fn compile<K: Served>(
     let options = Options {
         default_namespace: Some(namespace),
         ssh_key: key.as_ref(),
-        cluster_domain: ctx.cluster_domain.as_deref(),
-        gang_scheduler: Some(&ctx.gang_scheduler),
-        kubectl_delivery_image: Some(&ctx.kubectl_delivery_image),
+        cluster_domain: with.cluster_domain,
+        gang_scheduler: Some(with.gang_scheduler),
+        kubectl_delivery_image: Some(with.kubectl_delivery_image),
     };
     Ok(job.compile(&options).map_err(|e| e.to_string()))
 }

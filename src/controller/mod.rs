@@ -9,6 +9,7 @@
 mod apply;
 mod caches;
 mod decode;
+mod dry_run;
 mod events;
 mod fetch;
 mod packed;
@@ -34,6 +35,7 @@ use crate::compile::gang::GangScheduler;
 use crate::kinds::{Served, Visitor, visit_all};
 use crate::plan::v1 as plan;
 use crate::telemetry::{Metrics, Readiness};
+pub use dry_run::{Row as DryRunRow, dry_run};
 pub use startup::JOBSET_CRD;
 
 /// The field manager of every write.
@@ -215,6 +217,14 @@ impl StatusWrite {
 }
 
 impl Context {
+    fn compiling(&self) -> fetch::Compiling<'_> {
+        fetch::Compiling {
+            cluster_domain: self.cluster_domain.as_deref(),
+            gang_scheduler: &self.gang_scheduler,
+            kubectl_delivery_image: &self.kubectl_delivery_image,
+        }
+    }
+
     fn failures(&self) -> MutexGuard<'_, HashMap<String, u32>> {
         self.failures.lock().unwrap_or_else(PoisonError::into_inner)
     }

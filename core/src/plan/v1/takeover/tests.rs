@@ -15,7 +15,6 @@ fn at(second: i64) -> Time {
     Time(Timestamp::from_second(START + second).expect("time"))
 }
 
-
 /// A PyTorchJob with a Master and 2 Workers, `OnFailure` unless `restart` says otherwise.
 fn pytorch(run_policy: Value, restart: &str, status: Value) -> PyTorchJob {
     let pod = json!({"spec": {"containers": [{"name": "pytorch", "image": "x"}]}});
@@ -437,4 +436,39 @@ fn an_mpijob_of_mpi_operator_ends_as_its_launcher_job_does() {
         stopped.contains(&(ForeignKind::Secret, "demo-ssh")),
         "{stopped:?}"
     );
+}
+
+#[test]
+fn the_dry_run_says_what_the_plan_will_do() {
+    let verdict_of = |job: &PyTorchJob, pods: &[Pod]| {
+        let plan = planned(job, pods, None, 10);
+        verdict(job, false, &plan).0
+    };
+    let running = pytorch(json!({}), "OnFailure", v1_running());
+    assert_eq!(verdict_of(&running, &running_pods()), Verdict::Follow);
+    let mut pods = running_pods();
+    pods[1] = pod("worker", 0, "Failed", "u-1");
+    assert_eq!(verdict_of(&running, &pods), Verdict::Restart);
+    assert_eq!(verdict_of(&running, &[]), Verdict::Start);
+    let held = pytorch(json!({"suspend": true}), "OnFailure", json!(null));
+    assert_eq!(verdict_of(&held, &[]), Verdict::Held);
+    let finished =
+        json!({"conditions": [{"type": "Failed", "status": "True", "reason": "PyTorchJobFailed"}]});
+    let finished = pytorch(json!({}), "OnFailure", finished);
+    assert_eq!(verdict_of(&finished, &[]), Verdict::Finished);
+    let handed_off = pytorch(
+        json!({"managedBy": "kueue.x-k8s.io/multikueue"}),
+        "OnFailure",
+        json!(null),
+    );
+    assert_eq!(verdict_of(&handed_off, &[]), Verdict::Skip);
+    // A queue name Kueue cannot hold: refused, naming the label.
+    let mut spec =
+        serde_json::to_value(pytorch(json!({}), "OnFailure", json!(null))).expect("json");
+    spec["metadata"]["labels"] = json!({"kueue.x-k8s.io/queue-name": "team_a"});
+    let invalid: PyTorchJob = serde_json::from_value(spec).expect("PyTorchJob");
+    let plan = planned(&invalid, &[], None, 10);
+    let (refused, why) = verdict(&invalid, false, &plan);
+    assert_eq!(refused, Verdict::Refuse);
+    assert!(why.contains("queue-name"), "{why}");
 }
