@@ -613,7 +613,7 @@ pub mod operator {
             .collect()
     }
 
-    fn binary() -> std::path::PathBuf {
+    pub fn binary() -> std::path::PathBuf {
         std::env::var_os("TRAINSET_BIN")
             .map(Into::into)
             .unwrap_or_else(|| super::target_dir().join("debug/trainset"))

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::{Resource, ResourceExt};
 
 use super::{Facts, Plan, after_end, present_types, subject, transitions, wants_suspended};
-use crate::api::{CleanPodPolicy, JobStatus, Takeover};
+use crate::api::{API_VERSION_ANNOTATION, CleanPodPolicy, JobStatus, Takeover};
 use crate::compile::{Compiled, OPERATOR_NAME};
 use crate::kinds::Served;
 use crate::plan::Happened;
@@ -66,6 +66,10 @@ pub const LAUNCHER_LOOK_AGAIN: Duration = Duration::from_secs(10);
 /// How often a job whose previous operator's pods are being deleted looks whether they are gone
 /// (their deletion wakes it too).
 pub const CLEARING_LOOK_AGAIN: Duration = Duration::from_secs(5);
+
+/// How often a job whose pods another API's operator made looks again whether it was annotated
+/// (an annotation does not change its generation, which is what wakes a job).
+pub const UNKNOWN_API_LOOK_AGAIN: Duration = Duration::from_secs(60);
 
 /// The launcher Job mpi-operator makes for an MPIJob of `kubeflow.org/v2beta1`, by name; other
 /// kinds' operators run every replica as a pod.
@@ -228,6 +232,23 @@ pub fn plan<K: Served>(facts: &mut Facts<'_, K>) -> Option<Plan> {
     let owned = owned(&uid, &facts.foreign);
     let following = status.takeover.as_ref().is_some_and(|t| t.following)
         || (run_by_another(status) && owned.any());
+    let made_by = owned.operator().filter(|o| o != job.operator_name());
+    if let Some(operator) = made_by.filter(|_| following) {
+        // An MPIJob of training-operator's `kubeflow.org/v1` stored without the annotation
+        // that says so reads as mpi-operator's `v2beta1`: nothing is done to it by the rules of
+        // the other API.
+        let message = format!(
+            "{} {}'s pods were made by {operator}, whose API differs from the one trainset reads              the job as ({}); trainset leaves it alone until it says which it is: annotate it              {API_VERSION_ANNOTATION}=v1 if it was created as kubeflow.org/v1",
+            K::kind(&()),
+            job.name_any(),
+            job.operator_name()
+        );
+        return Some(Plan {
+            happened: vec![Happened::Waiting { message }],
+            requeue: Some(UNKNOWN_API_LOOK_AGAIN),
+            ..Plan::default()
+        });
+    }
     if following {
         return Some(follow(facts, &owned));
     }

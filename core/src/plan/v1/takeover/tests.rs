@@ -472,3 +472,21 @@ fn the_dry_run_says_what_the_plan_will_do() {
     assert_eq!(refused, Verdict::Refuse);
     assert!(why.contains("queue-name"), "{why}");
 }
+
+#[test]
+fn an_mpijob_whose_pods_another_apis_operator_made_is_left_alone() {
+    // training-operator's MPIJob v1 pods, under a job that reads as v2beta1 (no annotation).
+    let job = mpijob(mpi_running());
+    let mut pods = vec![mpi_pod("worker", Some(0), "u-1")];
+    let labels = pods[0].metadata.labels.as_mut().expect("labels");
+    labels.insert(OPERATOR_NAME.to_owned(), "mpijob-controller".to_owned());
+    pods.push(pods[0].clone());
+    let plan = planned(&job, &pods, Some(None), 10);
+    assert!(plan.create.is_none() && plan.status.is_none() && plan.stop_foreign.is_empty());
+    assert!(
+        matches!(&plan.happened[..], [Happened::Waiting { message }] if message.contains("trainset.io/api-version=v1")),
+        "{:?}",
+        plan.happened
+    );
+    assert_eq!(plan.requeue, Some(UNKNOWN_API_LOOK_AGAIN));
+}
