@@ -44,6 +44,8 @@ pub struct Run {
     pub pod_groups: Vec<(Value, bool)>,
     /// The HorizontalPodAutoscalers seen during the run, likewise.
     pub autoscalers: Vec<(Value, bool)>,
+    /// The (type, reason) of each event on the job.
+    pub events: Vec<(String, String)>,
 }
 
 /// A compared fact: where (`job`, `worker/0`, `worker/0/pytorch`) and what (`env MASTER_ADDR`).
@@ -416,6 +418,13 @@ pub fn facts(run: &Run) -> Facts {
                 job(&format!("{prefix} deleted by the end")),
                 deleted.to_owned(),
             );
+        }
+    }
+    // The events that tell of a suspension and a resume (the SDK's verbose logs show them);
+    // the others name each operator's own objects.
+    for (type_, reason) in &run.events {
+        if reason.ends_with("Suspended") || reason.ends_with("Resumed") {
+            facts.insert(job(&format!("event {reason}")), type_.clone());
         }
     }
     let status = &run.job["status"];
@@ -847,6 +856,10 @@ mod tests {
             hostfile: None,
             pod_groups: Vec::new(),
             autoscalers: Vec::new(),
+            events: vec![
+                ("Normal".into(), "PyTorchJobSuspended".into()),
+                ("Normal".into(), "SuccessfulCreatePod".into()),
+            ],
         };
         let a = facts(&run(
             "j-worker-0",
@@ -877,5 +890,16 @@ mod tests {
         assert_eq!(bc.len(), 1);
         assert_eq!(bc[0].fact.aspect, "replicaStatuses.Worker.succeeded");
         assert_eq!((bc[0].peer.as_str(), bc[0].trainset.as_str()), ("1", "0"));
+        // The suspension event is a fact; the events naming each operator's objects are not.
+        let event = |aspect: &str| Fact {
+            location: "job".to_owned(),
+            aspect: aspect.to_owned(),
+        };
+        assert_eq!(
+            a.get(&event("event PyTorchJobSuspended"))
+                .map(String::as_str),
+            Some("Normal")
+        );
+        assert!(!a.contains_key(&event("event SuccessfulCreatePod")));
     }
 }

@@ -543,6 +543,12 @@ impl Peer {
         self.0
     }
 
+    /// Stops the peer as a platform team switching to trainset does (`e2e/peers … switch`): its
+    /// jobs stay, under trainset's CRDs. The guard still stops it at the end.
+    pub fn switch(&self) {
+        run_script("e2e/peers", &[self.0, "switch"], &[]);
+    }
+
     /// Stops the peer's processes only, as a restart of its pod would (`e2e/peers … pause`):
     /// its CRDs and jobs stay, and [`Peer::start`] brings it back over them.
     pub fn pause(self) {

@@ -287,7 +287,7 @@ async fn peer_takeover_from_training_operator_runs_nothing_twice() {
     );
 
     // The switch: the old operator stops, trainset's CRDs replace its own, trainset starts.
-    drop(peer);
+    peer.switch();
     let first = operator::spawn_extra(&client, &operator::metrics_address()).await;
     for name in &running {
         wait_event(
@@ -471,4 +471,308 @@ async fn peer_takeover_from_training_operator_runs_nothing_twice() {
         "{events:?}"
     );
     ns.delete().await;
+}
+
+/// An MPIJob of mpi-operator's `kubeflow.org/v2beta1`: a launcher and `workers` workers, whose
+/// pods KWOK runs `launcher_seconds` (the launcher's) and for ever (the workers' sshd).
+fn mpijob(
+    name: &str,
+    workers: i32,
+    launcher_seconds: u32,
+    run_policy: Value,
+    labels: Value,
+) -> Value {
+    let pod = |seconds: u32| {
+        json!({"metadata": delay(seconds), "spec": {"containers": [{"name": "mpi", "image": "mpi",
+            "resources": {"requests": {"cpu": "1"}}}]}})
+    };
+    json!({
+        "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "runPolicy": run_policy,
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": pod(launcher_seconds)},
+                "Worker": {"replicas": workers, "template": pod(UNTIL_ENDED)}
+            }
+        }
+    })
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane (e2e/cluster up) and builds mpi-operator v0.8.2"]
+async fn peer_takeover_from_mpi_operator_runs_nothing_twice() {
+    let client = client().await;
+    let peer = Peer::start("mpi-operator");
+    // No quota yet: the queued job waits in Kueue, which queues MPIJobs itself.
+    let mut queues = trainset_e2e::kueue::Queues::new(&client, "takeover-mpi", "cpu", "0").await;
+    let ns = queues.ns.name.clone();
+    let queued = json!({"kueue.x-k8s.io/queue-name": trainset_e2e::kueue::QUEUE});
+    let manifests = [
+        mpijob("mpi-running", 2, UNTIL_ENDED, json!({}), json!({})),
+        mpijob("mpi-done", 1, 0, json!({}), json!({})),
+        mpijob("mpi-held", 1, 1, json!({"suspend": true}), json!({})),
+        mpijob("mpi-queued", 1, 1, json!({}), queued),
+    ];
+    let mut apis = BTreeMap::new();
+    for manifest in &manifests {
+        let name = manifest["metadata"]["name"]
+            .as_str()
+            .expect("name")
+            .to_owned();
+        apis.insert(name, create(&client, &ns, manifest).await);
+    }
+    wait_condition(
+        &apis["mpi-running"],
+        "mpi-running",
+        "Running",
+        Duration::from_secs(120),
+    )
+    .await;
+    wait_condition(
+        &apis["mpi-done"],
+        "mpi-done",
+        "Succeeded",
+        Duration::from_secs(120),
+    )
+    .await;
+    wait_condition(
+        &apis["mpi-held"],
+        "mpi-held",
+        "Suspended",
+        Duration::from_secs(60),
+    )
+    .await;
+    wait_condition(
+        &apis["mpi-queued"],
+        "mpi-queued",
+        "Suspended",
+        Duration::from_secs(60),
+    )
+    .await;
+
+    let (verdicts, ok) = dry_run(&ns);
+    let expected = [
+        ("mpi-running", "follow"),
+        ("mpi-done", "finished"),
+        ("mpi-held", "held"),
+        ("mpi-queued", "held"),
+    ];
+    for (name, verdict) in expected {
+        assert_eq!(
+            verdicts.get(name).map(String::as_str),
+            Some(verdict),
+            "{name}: {verdicts:?}"
+        );
+    }
+    assert!(ok, "{verdicts:?}");
+    let uids = pod_uids(&client, &ns, "mpi-running").await;
+    assert_eq!(uids.len(), 3, "a launcher and two workers: {uids:?}");
+
+    peer.switch();
+    let _trainset = operator::spawn_extra(&client, &operator::metrics_address()).await;
+    wait_event(
+        &client,
+        &ns,
+        "mpi-running",
+        "Normal",
+        "FollowingPreviousOperator",
+    )
+    .await;
+    let done = wait_for(
+        Duration::from_secs(30),
+        "mpi-done to show Succeeded",
+        || async {
+            let status = status(&apis["mpi-done"].get("mpi-done").await.ok()?);
+            (status["state"] == "Succeeded").then_some(status)
+        },
+    )
+    .await;
+    assert_eq!(condition(&done, "Succeeded")["status"], "True", "{done}");
+    assert_eq!(jobset_names(&client, &ns).await, Vec::<String>::new());
+    assert_eq!(pod_uids(&client, &ns, "mpi-running").await, uids);
+
+    // The launcher's program ends: mpi-operator's launcher Job completes, and so does the job.
+    end_pods(&client, &ns, "mpi-running").await;
+    let ended = wait_condition(
+        &apis["mpi-running"],
+        "mpi-running",
+        "Succeeded",
+        Duration::from_secs(90),
+    )
+    .await;
+    assert_eq!(
+        ended["replicaStatuses"]["Launcher"]["succeeded"], 1,
+        "{ended}"
+    );
+    assert_eq!(
+        ended["takeover"]["previousOperator"], "mpi-operator",
+        "{ended}"
+    );
+    assert_eq!(
+        jobset_names(&client, &ns).await,
+        Vec::<String>::new(),
+        "followed to its end"
+    );
+
+    // The held and the queued ones run as trainset's own JobSets once resumed and admitted.
+    apis["mpi-held"]
+        .patch(
+            "mpi-held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"runPolicy": {"suspend": false}}})),
+        )
+        .await
+        .expect("resume");
+    queues.set_quota("10").await;
+    for name in ["mpi-held", "mpi-queued"] {
+        let done = wait_condition(&apis[name], name, "Succeeded", Duration::from_secs(120)).await;
+        assert_eq!(done["jobSet"], name, "{name}: {done}");
+    }
+    let events: Vec<(String, String)> = events_for(&client, &ns, "mpi-held").await;
+    assert!(
+        !events.iter().any(|(_, reason)| reason == "JobSetRecreated"),
+        "{events:?}"
+    );
+    queues.delete().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane (e2e/cluster up) and builds Trainer v2.3.0"]
+async fn peer_takeover_from_trainer_adopts_its_jobsets() {
+    let client = client().await;
+    let peer = Peer::start("trainer");
+    let ns = TestNamespace::create(&client, "takeover-v2").await;
+    let manifest = json!({
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+        "metadata": {"name": "running"},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {"numNodes": 2, "resourcesPerNode": {"requests": {"cpu": "1"}}},
+            "podTemplateOverrides": [{"targetJobs": [{"name": "node"}], "metadata": delay(UNTIL_ENDED)}]
+        }
+    });
+    let api =
+        trainset_e2e::create_when_admitted(&client, &ns.name, &manifest, Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|e| panic!("creating the TrainJob: {e}"));
+    wait_for(
+        Duration::from_secs(120),
+        "Trainer's JobSet and its pods",
+        || async {
+            let pods = trainset_e2e::pods_with(
+                &client,
+                &ns.name,
+                "jobset.sigs.k8s.io/jobset-name=running",
+            )
+            .await;
+            (pods.len() == 2).then_some(())
+        },
+    )
+    .await;
+    let (verdicts, ok) = dry_run(&ns.name);
+    assert_eq!(
+        verdicts.get("running").map(String::as_str),
+        Some("adopt"),
+        "{verdicts:?}"
+    );
+    assert!(ok);
+    let jobsets: Api<JobSet> = Api::namespaced(client.clone(), &ns.name);
+    let jobset_uid = jobsets.get("running").await.expect("JobSet").uid();
+    let uids = pod_uids_of_jobset(&client, &ns.name, "running").await;
+
+    peer.switch();
+    let _trainset = operator::spawn_extra(&client, &operator::metrics_address()).await;
+    wait_for(Duration::from_secs(30), "trainset to lead", || async {
+        trainset_e2e::leads(&operator::metrics_address())
+            .await
+            .then_some(())
+    })
+    .await;
+    // The same JobSet and pods run on.
+    wait_for(
+        Duration::from_secs(30),
+        "the TrainJob's status from trainset",
+        || async {
+            let status = status(&api.get("running").await.ok()?);
+            status["startTime"].is_string().then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        jobsets.get("running").await.expect("JobSet").uid(),
+        jobset_uid
+    );
+    assert_eq!(pod_uids_of_jobset(&client, &ns.name, "running").await, uids);
+
+    // Suspend and resume still work on the adopted JobSet.
+    let suspend = |on: bool| Patch::Merge(json!({"spec": {"suspend": on}}));
+    api.patch("running", &PatchParams::default(), &suspend(true))
+        .await
+        .expect("suspend");
+    wait_condition(&api, "running", "Suspended", Duration::from_secs(60)).await;
+    wait_for(
+        Duration::from_secs(60),
+        "the suspended TrainJob's pods to go",
+        || async {
+            let pods = trainset_e2e::pods_with(
+                &client,
+                &ns.name,
+                "jobset.sigs.k8s.io/jobset-name=running",
+            )
+            .await;
+            pods.is_empty().then_some(())
+        },
+    )
+    .await;
+    api.patch("running", &PatchParams::default(), &suspend(false))
+        .await
+        .expect("resume");
+    wait_for(
+        Duration::from_secs(60),
+        "the resumed TrainJob's pods",
+        || async {
+            let pods = trainset_e2e::pods_with(
+                &client,
+                &ns.name,
+                "jobset.sigs.k8s.io/jobset-name=running",
+            )
+            .await;
+            (pods.len() == 2).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        jobsets.get("running").await.expect("JobSet").uid(),
+        jobset_uid,
+        "resumed, not made anew"
+    );
+    end_jobset_pods(&client, &ns.name, "running").await;
+    wait_condition(&api, "running", "Complete", Duration::from_secs(120)).await;
+    ns.delete().await;
+}
+
+async fn pod_uids_of_jobset(client: &Client, ns: &str, jobset: &str) -> Vec<String> {
+    let selector = format!("jobset.sigs.k8s.io/jobset-name={jobset}");
+    let mut uids: Vec<String> = trainset_e2e::pods_with(client, ns, &selector)
+        .await
+        .iter()
+        .filter_map(ResourceExt::uid)
+        .collect();
+    uids.sort();
+    uids
+}
+
+async fn end_jobset_pods(client: &Client, ns: &str, jobset: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let selector = format!("jobset.sigs.k8s.io/jobset-name={jobset}");
+    for pod in trainset_e2e::pods_with(client, ns, &selector).await {
+        pods.patch(
+            &pod.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": delay(0)})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("ending pod {}: {e}", pod.name_any()));
+    }
 }

@@ -354,6 +354,7 @@ async fn run_all(
         let run = match outcome {
             Ok(job) => Ok(Run {
                 hostfile: hostfile(client, &namespace.name, &pods).await,
+                events: events_of(client, &namespace.name, &job).await,
                 namespace: namespace.name.clone(),
                 job,
                 pods,
@@ -459,4 +460,10 @@ async fn main() -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// The (type, reason) of each event on the case's job.
+async fn events_of(client: &Client, namespace: &str, job: &Value) -> Vec<(String, String)> {
+    let name = job["metadata"]["name"].as_str().unwrap_or_default();
+    trainset_e2e::events_for(client, namespace, name).await
 }
