@@ -649,7 +649,9 @@ async fn peer_takeover_from_trainer_adopts_its_jobsets() {
         "spec": {
             "runtimeRef": {"name": "torch-distributed"},
             "trainer": {"numNodes": 2, "resourcesPerNode": {"requests": {"cpu": "1"}}},
-            "podTemplateOverrides": [{"targetJobs": [{"name": "node"}], "metadata": delay(UNTIL_ENDED)}]
+            "runtimePatches": [{"manager": "trainset.io/e2e", "trainingRuntimeSpec": {"template": {"spec": {
+                "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"metadata": delay(UNTIL_ENDED)}}}}]
+            }}}}]
         }
     });
     let api =

@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{Resource, ResourceExt};
 
 use crate::api::trainer::{TRAINJOB_CONTROLLER, TrainJob, TrainJobStatus};
+use crate::compile::{MANAGED_BY, TRAINSET};
 use crate::decode::Undecodable;
 use crate::plan::{
     EARLIER_WAIT, Happened, Holder, INVALID_SPEC, NAME_CONFLICT, SuspendWrite, deleting, holder,
@@ -60,6 +61,9 @@ pub struct Plan {
     pub status: Option<TrainJobStatus>,
     /// Delete the JobSet: the TrainJob ran past its deadline, or Kubernetes refuses its pods.
     pub delete_jobset: bool,
+    /// Label the TrainJob's JobSet as trainset's: one Trainer made, which trainset's watch
+    /// (of JobSets so labelled) would not see change.
+    pub label_jobset: bool,
     pub happened: Vec<Happened>,
     /// When to reconcile again without a change (a deadline); `None` waits for one.
     pub requeue: Option<Duration>,
@@ -140,6 +144,7 @@ pub fn plan(facts: Facts<'_>) -> Plan {
             plan.delete_jobset = true;
             return plan;
         }
+        plan.label_jobset = live.labels().get(MANAGED_BY).map(String::as_str) != Some(TRAINSET);
     }
     let created = match (facts.jobset, facts.compiled) {
         (Some(live), compiled) => {

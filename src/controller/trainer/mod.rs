@@ -13,11 +13,12 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ApiResource, DeleteParams};
+use kube::api::{Api, ApiResource, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
 
 use runtimes::{Runtimes, naming};
 
@@ -27,8 +28,8 @@ use super::decode::{Decoded, Undecodable};
 use super::reconcile::{self, Family, Lookup, Writes};
 use super::{Context, Error, Shutdown, kube_error, report};
 use crate::api::trainer::{ClusterTrainingRuntime, TrainJob, TrainJobStatus, TrainingRuntime};
-use crate::compile::SshKeyPair;
 use crate::compile::trainer::{self, Runtime, RuntimeKind, snapshot};
+use crate::compile::{MANAGED_BY, SshKeyPair, TRAINSET};
 use crate::plan::trainer::{
     self as plan, Compiled, Facts, Plan, RUNTIME_NOT_SUPPORTED, Unrunnable,
 };
@@ -366,6 +367,7 @@ async fn apply(
         suspend,
         status,
         delete_jobset,
+        label_jobset,
         happened: _,
         requeue: _,
     } = plan;
@@ -383,6 +385,13 @@ async fn apply(
             Applied::Done => {}
             other => return Ok(other),
         }
+    }
+    if *label_jobset {
+        let label = json!({"metadata": {"labels": {MANAGED_BY: TRAINSET}}});
+        jobsets
+            .patch(&name, &PatchParams::default(), &Patch::Merge(label))
+            .await
+            .map_err(kube_error("labelling JobSet", &name))?;
     }
     if let Some(write) = suspend {
         match apply::suspend(namespace, &name, write, &ctx.base).await? {

@@ -248,3 +248,17 @@ fn a_completed_jobset_completes_the_trainjob_once() {
     let second = super::plan(facts(&again, Some(&completed), None));
     assert!(second.status.is_none() && second.happened.is_empty());
 }
+
+#[test]
+fn a_jobset_trainer_made_is_labelled_as_trainsets_once() {
+    let job = trainjob(json!({}), json!(null));
+    // Trainer's JobSet: the TrainJob's, without trainset's label.
+    let theirs = own(false, json!({}));
+    assert!(plan(facts(&job, Some(&theirs), None)).label_jobset);
+    let mut labelled = theirs.clone();
+    labelled.metadata.labels = Some([(MANAGED_BY.to_owned(), TRAINSET.to_owned())].into());
+    assert!(!plan(facts(&job, Some(&labelled), None)).label_jobset);
+    // Another's JobSet is never touched.
+    let foreign = jobset(("JobSet", "x"), false, json!({}));
+    assert!(!plan(facts(&job, Some(&foreign), None)).label_jobset);
+}

@@ -230,8 +230,11 @@ pub fn plan<K: Served>(facts: &mut Facts<'_, K>) -> Option<Plan> {
     let status = job.job_status()?;
     let uid = job.uid()?;
     let owned = owned(&uid, &facts.foreign);
+    // A suspended job runs nowhere: what the old operator made of it (mpi-operator's suspended
+    // launcher Job) goes, and it is held as any other.
+    let held = wants_suspended(job);
     let following = status.takeover.as_ref().is_some_and(|t| t.following)
-        || (run_by_another(status) && owned.any());
+        || (run_by_another(status) && owned.any() && !held);
     let made_by = owned.operator().filter(|o| o != job.operator_name());
     if let Some(operator) = made_by.filter(|_| following) {
         // An MPIJob of training-operator's `kubeflow.org/v1` stored without the annotation
@@ -252,7 +255,7 @@ pub fn plan<K: Served>(facts: &mut Facts<'_, K>) -> Option<Plan> {
     if following {
         return Some(follow(facts, &owned));
     }
-    if owned.any() && status.takeover.is_some() {
+    if owned.any() && (status.takeover.is_some() || held) {
         // Taken over, and not all of the previous operator's pods are gone yet: the job's own
         // JobSet waits for them, so nothing runs twice.
         return Some(Plan {
@@ -477,6 +480,14 @@ pub fn verdict<K: Served>(job: &K, has_jobset: bool, plan: &Plan) -> (Verdict, S
         return (
             Verdict::Follow,
             "trainset follows the pods another operator made for it".to_owned(),
+        );
+    }
+    if !plan.stop_foreign.is_empty() && wants_suspended(job) {
+        return (
+            Verdict::Held,
+            "suspended: what another operator made of it goes, and it gets no JobSet until it \
+             is resumed"
+                .to_owned(),
         );
     }
     if !plan.stop_foreign.is_empty() {

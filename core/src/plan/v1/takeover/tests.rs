@@ -252,7 +252,15 @@ fn a_missing_pod_restarts_the_job_too() {
 
 #[test]
 fn a_followed_job_suspended_loses_its_pods_and_resumes_as_trainsets_own() {
-    let job = pytorch(json!({"suspend": true}), "OnFailure", v1_running());
+    let running = pytorch(json!({}), "OnFailure", v1_running());
+    let followed = planned(&running, &running_pods(), None, 20)
+        .status
+        .expect("status");
+    let job = pytorch(
+        json!({"suspend": true}),
+        "OnFailure",
+        serde_json::to_value(&followed).expect("json"),
+    );
     let plan = planned(&job, &running_pods(), None, 30);
     assert_eq!(plan.stop_foreign.len(), 4);
     let status = plan.status.expect("status");
@@ -489,4 +497,47 @@ fn an_mpijob_whose_pods_another_apis_operator_made_is_left_alone() {
         plan.happened
     );
     assert_eq!(plan.requeue, Some(UNKNOWN_API_LOOK_AGAIN));
+}
+
+#[test]
+fn a_held_mpijob_loses_mpi_operators_suspended_launcher_and_is_held() {
+    let suspended = json!({"conditions": [{"type": "Created", "status": "True", "reason": "MPIJobCreated"},
+                                          {"type": "Suspended", "status": "True", "reason": "MPIJobSuspended"}]});
+    let mut job = mpijob(suspended);
+    job.spec.run_policy.get_or_insert_default().suspend = Some(true);
+    let held_launcher = launcher(None);
+    let plan = planned(&job, &[], Some(Some(&held_launcher)), 10);
+    assert_eq!(
+        kinds(&plan).first(),
+        Some(&(ForeignKind::Job, "demo-launcher"))
+    );
+    assert!(
+        plan.create.is_none()
+            && !plan
+                .happened
+                .iter()
+                .any(|h| matches!(h, Happened::Following { .. }))
+    );
+    assert_eq!(verdict(&job, false, &plan).0, Verdict::Held);
+    // Once it is gone, the job is held as any other, and says so.
+    let plan = planned(&job, &[], Some(None), 20);
+    assert!(plan.create.is_none());
+    assert_eq!(verdict(&job, false, &plan).0, Verdict::Held);
+    let status = plan.status.expect("status");
+    assert_eq!(status.state.as_deref(), Some("Suspended"));
+}
+
+#[test]
+fn a_job_suspended_as_trainset_takes_over_loses_its_pods_first() {
+    let job = pytorch(json!({"suspend": true}), "OnFailure", v1_running());
+    let plan = planned(&job, &running_pods(), None, 30);
+    assert_eq!(plan.stop_foreign.len(), 4, "its pods and Service go");
+    assert!(plan.create.is_none() && plan.status.is_none());
+    let cleared = planned(&job, &[], None, 31);
+    let status = cleared.status.expect("held as any other");
+    assert!(
+        is_true(&status, "Suspended") && !is_true(&status, "Running"),
+        "{status:?}"
+    );
+    assert!(cleared.create.is_none());
 }
