@@ -347,13 +347,13 @@ pub fn plan<K: Served>(mut facts: Facts<'_, K>) -> Result<Plan, PlanError> {
             rules: launcher_rules(pods),
         });
     }
-    write_status(&facts, previous.unwrap_or(&empty), next, &mut plan);
+    plan_status(&facts, previous.unwrap_or(&empty), next, &mut plan);
     Ok(plan)
 }
 
 /// Puts `next` in the plan when it differs from `previous`; a change of counts alone waits for
 /// [`COUNTS_INTERVAL`] after the last write.
-fn write_status<K: Served>(
+fn plan_status<K: Served>(
     facts: &Facts<'_, K>,
     previous: &JobStatus,
     next: JobStatus,
