@@ -114,6 +114,31 @@ fn jobs() -> Vec<Value> {
             json!({}),
         ),
         failing_tfjob(),
+        // What trainset's CRD refuses at creation and training-operator took: a negative
+        // backoffLimit (v1.9.4 fails the job at once for it).
+        job(
+            "JAXJob",
+            "jax-backoff",
+            (
+                "jaxReplicaSpecs",
+                json!({"Worker": replicas("jax", 1, UNTIL_ENDED, "OnFailure")}),
+            ),
+            json!({"backoffLimit": -3}),
+        ),
+        // A queue name Kueue cannot hold, which trainset refuses and training-operator ignores.
+        {
+            let mut queued = job(
+                "PyTorchJob",
+                "pt-bad-queue",
+                (
+                    "pytorchReplicaSpecs",
+                    json!({"Master": replicas("pytorch", 1, UNTIL_ENDED, "OnFailure")}),
+                ),
+                json!({}),
+            );
+            queued["metadata"]["labels"] = json!({"kueue.x-k8s.io/queue-name": "team_a"});
+            queued
+        },
         job(
             "PyTorchJob",
             "pt-held",
@@ -143,7 +168,7 @@ fn failing_tfjob() -> Value {
 }
 
 /// What each job is waited for under the old operator, and what trainset is to say of it.
-const EXPECTED: [(&str, &str, &str); 9] = [
+const EXPECTED: [(&str, &str, &str); 11] = [
     ("pt-running", "Running", "follow"),
     ("tf-running", "Running", "follow"),
     ("xgb-clean", "Running", "follow"),
@@ -153,6 +178,8 @@ const EXPECTED: [(&str, &str, &str); 9] = [
     ("pt-done", "Succeeded", "finished"),
     ("tf-failed", "Failed", "finished"),
     ("pt-held", "Suspended", "held"),
+    ("jax-backoff", "Failed", "finished"),
+    ("pt-bad-queue", "Running", "refuse"),
 ];
 
 async fn pods_of(client: &Client, ns: &str, job: &str) -> Vec<Pod> {
@@ -242,7 +269,7 @@ async fn peer_takeover_from_training_operator_runs_nothing_twice() {
     }
     let running: Vec<&str> = EXPECTED
         .iter()
-        .filter(|(_, state, _)| *state == "Running")
+        .filter(|(_, state, verdict)| *state == "Running" && *verdict == "follow")
         .map(|(name, _, _)| *name)
         .collect();
     // Running means every pod runs: the old operator made them all.
@@ -270,7 +297,10 @@ async fn peer_takeover_from_training_operator_runs_nothing_twice() {
             "{name}: {verdicts:?}"
         );
     }
-    assert!(ok, "no job is refused: {verdicts:?}");
+    assert!(
+        !ok,
+        "one job is refused, and the dry run says so: {verdicts:?}"
+    );
 
     let mut uids = BTreeMap::new();
     for name in &running {
@@ -299,7 +329,13 @@ async fn peer_takeover_from_training_operator_runs_nothing_twice() {
         )
         .await;
     }
-    for (name, state) in [("pt-done", "Succeeded"), ("tf-failed", "Failed")] {
+    // Finished jobs keep their status and show it; one whose spec trainset's CRD would refuse
+    // now is as readable and writable as the others.
+    for (name, state) in [
+        ("pt-done", "Succeeded"),
+        ("tf-failed", "Failed"),
+        ("jax-backoff", "Failed"),
+    ] {
         let shown = wait_for(
             Duration::from_secs(30),
             &format!("{name} to show {state}"),
@@ -311,6 +347,33 @@ async fn peer_takeover_from_training_operator_runs_nothing_twice() {
         .await;
         assert_eq!(condition(&shown, state)["status"], "True", "{shown}");
     }
+    // A running job trainset refuses fails, saying why, and its pods stop.
+    let refused = wait_condition(
+        &apis["pt-bad-queue"],
+        "pt-bad-queue",
+        "Failed",
+        Duration::from_secs(30),
+    )
+    .await;
+    let why = condition(&refused, "Failed");
+    assert_eq!(why["reason"], "PyTorchJobInvalidSpec", "{refused}");
+    assert!(
+        why["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("queue-name")),
+        "{refused}"
+    );
+    wait_for(
+        Duration::from_secs(30),
+        "pt-bad-queue's pods to stop",
+        || async {
+            let pods = pods_of(&client, &ns.name, "pt-bad-queue").await;
+            pods.iter()
+                .all(|p| p.metadata.deletion_timestamp.is_some())
+                .then_some(())
+        },
+    )
+    .await;
     // A restart of trainset while it follows changes nothing.
     first.stop().await;
     let _second = operator::spawn_extra(&client, &operator::metrics_address()).await;
