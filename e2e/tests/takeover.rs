@@ -167,6 +167,83 @@ fn failing_tfjob() -> Value {
     )
 }
 
+/// The followed jobs, each beside a twin that runs to its end under the old operator: how it
+/// ends under trainset is compared with how the twin ended.
+const FOLLOWED: [&str; 5] = [
+    "pt-running",
+    "tf-running",
+    "xgb-clean",
+    "paddle-running",
+    "jax-running",
+];
+
+/// A followed job's twin: the same spec, its pods ending after a few seconds, no TTL.
+fn twin(manifest: &Value) -> Value {
+    let mut twin = manifest.clone();
+    let name = format!(
+        "{}-twin",
+        manifest["metadata"]["name"].as_str().unwrap_or_default()
+    );
+    twin["metadata"]["name"] = json!(name);
+    let spec = twin["spec"].as_object_mut().expect("spec");
+    if let Some(policy) = spec.get_mut("runPolicy").and_then(Value::as_object_mut) {
+        policy.remove("ttlSecondsAfterFinished");
+    }
+    for (_, replicas) in spec
+        .iter_mut()
+        .filter(|(field, _)| field.ends_with("ReplicaSpecs"))
+    {
+        for replica in replicas
+            .as_object_mut()
+            .expect("replica specs")
+            .values_mut()
+        {
+            replica["template"]["metadata"] = delay(15);
+        }
+    }
+    twin
+}
+
+/// How a job ended, as compared with its twin: each condition's type, status and reason, each
+/// replica type's counts, and the events that tell of the end.
+async fn outcome(
+    client: &Client,
+    ns: &str,
+    status: &Value,
+    name: &str,
+) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let mut conditions: Vec<String> = status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| format!("{} {} {}", c["type"], c["status"], c["reason"]))
+        .collect();
+    conditions.sort();
+    let counts = status["replicaStatuses"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(t, r)| {
+            let n = |f: &str| r[f].as_i64().unwrap_or(0);
+            format!(
+                "{t} active={} succeeded={} failed={}",
+                n("active"),
+                n("succeeded"),
+                n("failed")
+            )
+        })
+        .collect();
+    let mut events: Vec<String> = events_for(client, ns, name)
+        .await
+        .into_iter()
+        .filter(|(_, reason)| reason.ends_with("Succeeded") || reason.ends_with("Failed"))
+        .map(|(type_, reason)| format!("{type_} {reason}"))
+        .collect();
+    events.sort();
+    events.dedup();
+    (conditions, counts, events)
+}
+
 /// What each job is waited for under the old operator, and what trainset is to say of it.
 const EXPECTED: [(&str, &str, &str); 11] = [
     ("pt-running", "Running", "follow"),
@@ -257,7 +334,12 @@ async fn peer_takeover_from_training_operator_runs_nothing_twice() {
     let ns = TestNamespace::create(&client, "takeover-v1").await;
     let manifests = jobs();
     let mut apis = BTreeMap::new();
-    for manifest in &manifests {
+    let twins: Vec<Value> = manifests
+        .iter()
+        .filter(|m| FOLLOWED.contains(&m["metadata"]["name"].as_str().unwrap_or_default()))
+        .map(twin)
+        .collect();
+    for manifest in manifests.iter().chain(&twins) {
         let name = manifest["metadata"]["name"]
             .as_str()
             .expect("name")
@@ -266,6 +348,13 @@ async fn peer_takeover_from_training_operator_runs_nothing_twice() {
     }
     for (name, state, _) in EXPECTED {
         wait_condition(&apis[name], name, state, Duration::from_secs(120)).await;
+    }
+    let mut twins_ended = BTreeMap::new();
+    for name in FOLLOWED {
+        let twin = format!("{name}-twin");
+        let ended =
+            wait_condition(&apis[&twin], &twin, "Succeeded", Duration::from_secs(120)).await;
+        twins_ended.insert(name, outcome(&client, &ns.name, &ended, &twin).await);
     }
     let running: Vec<&str> = EXPECTED
         .iter()
@@ -430,18 +519,18 @@ async fn peer_takeover_from_training_operator_runs_nothing_twice() {
         "none of the old pods is left: {old:?} {now:?}"
     );
 
-    // The followed jobs end as their own rules say, with their pods' counts.
-    for name in [
-        "pt-running",
-        "tf-running",
-        "xgb-clean",
-        "paddle-running",
-        "jax-running",
-    ] {
+    // The followed jobs end as their own rules say, with their pods' counts, and as their twins
+    // ended under training-operator: conditions, counts, events.
+    for name in FOLLOWED {
         end_pods(&client, &ns.name, name).await;
     }
-    for name in ["pt-running", "tf-running", "paddle-running", "jax-running"] {
+    for name in FOLLOWED {
         let done = wait_condition(&apis[name], name, "Succeeded", Duration::from_secs(60)).await;
+        assert_eq!(
+            outcome(&client, &ns.name, &done, name).await,
+            twins_ended[name],
+            "{name} against its twin: {done}"
+        );
         assert_eq!(done["state"], "Succeeded", "{name}: {done}");
         assert_eq!(
             condition(&done, "Running")["status"],
@@ -459,14 +548,13 @@ async fn peer_takeover_from_training_operator_runs_nothing_twice() {
     let pt = status(&apis["pt-running"].get("pt-running").await.expect("job"));
     assert_eq!(pt["replicaStatuses"]["Master"]["succeeded"], 1, "{pt}");
     // cleanPodPolicy All and the TTL act on the followed XGBoostJob: its pods and Services go
-    // once it succeeded, the job itself its TTL later.
-    wait_condition(
-        &apis["xgb-clean"],
-        "xgb-clean",
-        "Succeeded",
-        Duration::from_secs(60),
-    )
-    .await;
+    // once it succeeded (as its twin's did), the job itself its TTL later.
+    assert!(
+        pods_of(&client, &ns.name, "xgb-clean-twin")
+            .await
+            .iter()
+            .all(|p| p.metadata.deletion_timestamp.is_some())
+    );
     wait_for(
         Duration::from_secs(30),
         "xgb-clean's pods and Services to go",
