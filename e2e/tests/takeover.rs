@@ -929,3 +929,143 @@ async fn end_jobset_pods(client: &Client, ns: &str, jobset: &str) {
         .unwrap_or_else(|e| panic!("ending pod {}: {e}", pod.name_any()));
     }
 }
+
+#[tokio::test]
+#[ignore = "needs the local control plane (e2e/cluster up) and builds training-operator v1.9.4"]
+async fn peer_takeover_of_training_operators_mpijob_waits_for_its_api_then_follows() {
+    let client = client().await;
+    let peer = Peer::start_with("training-operator", &[("TRAINSET_E2E_MPIJOB_V1", "1")]);
+    // As on a cluster that never ran trainset: no admission policy records the API each MPIJob
+    // was created through (it would keep the annotation through every update).
+    let policy = WithoutApiVersionPolicy::new();
+    let ns = TestNamespace::create(&client, "takeover-mpiv1").await;
+    let pod = |seconds: u32| json!({"metadata": delay(seconds), "spec": {"containers": [{"name": "mpi", "image": "mpi"}]}});
+    let manifest = json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "MPIJob",
+        "metadata": {"name": "mpiv1"},
+        "spec": {"cleanPodPolicy": "Running", "mpiReplicaSpecs": {
+            "Launcher": {"replicas": 1, "template": pod(UNTIL_ENDED)},
+            "Worker": {"replicas": 2, "template": pod(UNTIL_ENDED)}
+        }}
+    });
+    // The apiserver stops applying the policy a moment after its binding goes.
+    wait_for(
+        Duration::from_secs(30),
+        "MPIJobs to be created unannotated",
+        || async {
+            let tried = trainset_e2e::dry_run_create(&client, &manifest, &ns.name)
+                .await
+                .ok()?;
+            let annotations = tried.metadata.annotations.unwrap_or_default();
+            (!annotations.contains_key("trainset.io/api-version")).then_some(())
+        },
+    )
+    .await;
+    let api = create(&client, &ns.name, &manifest).await;
+    wait_condition(&api, "mpiv1", "Running", Duration::from_secs(120)).await;
+    let uids = pod_uids(&client, &ns.name, "mpiv1").await;
+    assert_eq!(uids.len(), 3, "a launcher and two workers: {uids:?}");
+    let annotations = api.get("mpiv1").await.expect("job").metadata.annotations;
+    assert!(
+        annotations.is_none_or(|a| !a.contains_key("trainset.io/api-version")),
+        "no policy recorded its API"
+    );
+
+    peer.switch();
+    let _trainset = operator::spawn_extra(&client, &operator::metrics_address()).await;
+    // Stored without the annotation trainset's admission policy writes, it reads as v2beta1:
+    // its pods are training-operator's MPI controller's, so trainset waits to be told.
+    wait_event(&client, &ns.name, "mpiv1", "Warning", "NotTakenOver").await;
+    let (verdicts, _) = dry_run(&ns.name);
+    assert_eq!(
+        verdicts.get("mpiv1").map(String::as_str),
+        Some("wait"),
+        "{verdicts:?}"
+    );
+    assert_eq!(jobset_names(&client, &ns.name).await, Vec::<String>::new());
+    api.patch(
+        "mpiv1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"trainset.io/api-version": "v1"}}})),
+    )
+    .await
+    .expect("annotating");
+    let (verdicts, _) = dry_run(&ns.name);
+    assert_eq!(
+        verdicts.get("mpiv1").map(String::as_str),
+        Some("follow"),
+        "{verdicts:?}"
+    );
+    wait_event(
+        &client,
+        &ns.name,
+        "mpiv1",
+        "Normal",
+        "FollowingPreviousOperator",
+    )
+    .await;
+    assert_eq!(pod_uids(&client, &ns.name, "mpiv1").await, uids);
+    end_pods(&client, &ns.name, "mpiv1").await;
+    let done = wait_condition(&api, "mpiv1", "Succeeded", Duration::from_secs(90)).await;
+    assert_eq!(
+        done["replicaStatuses"]["Launcher"]["succeeded"], 1,
+        "{done}"
+    );
+    assert_eq!(
+        done["takeover"]["previousOperator"], "mpijob-controller",
+        "{done}"
+    );
+    assert_eq!(
+        jobset_names(&client, &ns.name).await,
+        Vec::<String>::new(),
+        "followed to its end"
+    );
+    ns.delete().await;
+    drop(policy);
+}
+
+/// Deletes the binding of trainset's api-version admission policy, and applies it again
+/// (`trainset api-version`) when dropped, pass or fail.
+struct WithoutApiVersionPolicy;
+
+impl WithoutApiVersionPolicy {
+    fn new() -> Self {
+        let deleted = std::process::Command::new("kubectl")
+            .args([
+                "delete",
+                "mutatingadmissionpolicybinding",
+                "trainset-api-version",
+                "--ignore-not-found",
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(deleted, "deleting the api-version policy's binding");
+        Self
+    }
+}
+
+impl Drop for WithoutApiVersionPolicy {
+    fn drop(&mut self) {
+        let policy = std::process::Command::new(operator::binary())
+            .arg("api-version")
+            .output()
+            .map(|o| o.stdout)
+            .unwrap_or_default();
+        let applied = std::process::Command::new("kubectl")
+            .args(["apply", "--server-side", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write;
+                child
+                    .stdin
+                    .take()
+                    .map(|mut stdin| stdin.write_all(&policy))
+                    .transpose()?;
+                child.wait()
+            });
+        if !applied.is_ok_and(|s| s.success()) {
+            eprintln!("could not apply trainset's api-version policy again");
+        }
+    }
+}

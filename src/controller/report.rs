@@ -80,6 +80,11 @@ where
                 "RestartingAsJobSet".to_owned(),
                 message.clone(),
             ),
+            Happened::NotTakenOver { message } => (
+                EventType::Warning,
+                "NotTakenOver".to_owned(),
+                message.clone(),
+            ),
             Happened::Waiting { message } => (
                 EventType::Normal,
                 "WaitingForEarlierJob".to_owned(),

@@ -79,6 +79,10 @@ pub enum Happened {
     RestartingAsJobSet {
         message: String,
     },
+    /// A job another operator runs that trainset cannot take over yet (`message` says why).
+    NotTakenOver {
+        message: String,
+    },
     /// The job waits for an earlier job's object of the name it needs to go.
     Waiting {
         message: String,

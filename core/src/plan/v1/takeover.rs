@@ -73,7 +73,7 @@ pub const CLEARING_LOOK_AGAIN: Duration = Duration::from_secs(5);
 
 /// How often a job whose pods another API's operator made looks again whether it was annotated
 /// (an annotation does not change its generation, which is what wakes a job).
-pub const UNKNOWN_API_LOOK_AGAIN: Duration = Duration::from_secs(60);
+pub const UNKNOWN_API_LOOK_AGAIN: Duration = Duration::from_secs(20);
 
 /// The launcher Job mpi-operator makes for an MPIJob of `kubeflow.org/v2beta1`, by name; other
 /// kinds' operators run every replica as a pod.
@@ -251,7 +251,7 @@ pub fn plan<K: Served>(facts: &mut Facts<'_, K>) -> Option<Plan> {
             job.operator_name()
         );
         return Some(Plan {
-            happened: vec![Happened::Waiting { message }],
+            happened: vec![Happened::NotTakenOver { message }],
             requeue: Some(UNKNOWN_API_LOOK_AGAIN),
             ..Plan::default()
         });

@@ -492,7 +492,7 @@ fn an_mpijob_whose_pods_another_apis_operator_made_is_left_alone() {
     let plan = planned(&job, &pods, Some(None), 10);
     assert!(plan.create.is_none() && plan.status.is_none() && plan.stop_foreign.is_empty());
     assert!(
-        matches!(&plan.happened[..], [Happened::Waiting { message }] if message.contains("trainset.io/api-version=v1")),
+        matches!(&plan.happened[..], [Happened::NotTakenOver { message }] if message.contains("trainset.io/api-version=v1")),
         "{:?}",
         plan.happened
     );

@@ -68,6 +68,7 @@ pub fn verdict<K: Served>(job: &K, has_jobset: bool, plan: &Plan) -> (Verdict, S
                 (Verdict::Refuse, Happened::Refused { message, .. })
                 | (Verdict::Restart, Happened::RestartingAsJobSet { message })
                 | (Verdict::Wait, Happened::Waiting { message })
+                | (Verdict::Wait, Happened::NotTakenOver { message })
                 | (Verdict::Follow, Happened::Following { message }) => {
                     Some((verdict, message.clone()))
                 }
