@@ -206,12 +206,7 @@ fn twin(manifest: &Value) -> Value {
 
 /// How a job ended, as compared with its twin: each condition's type, status and reason, each
 /// replica type's counts, and the events that tell of the end.
-async fn outcome(
-    client: &Client,
-    ns: &str,
-    status: &Value,
-    name: &str,
-) -> (Vec<String>, Vec<String>, Vec<String>) {
+async fn outcome(client: &Client, ns: &str, status: &Value, name: &str) -> Outcome {
     let mut conditions: Vec<String> = status["conditions"]
         .as_array()
         .into_iter()
@@ -243,6 +238,22 @@ async fn outcome(
     events.dedup();
     (conditions, counts, events)
 }
+
+/// Checks that `name` ended as its twin did; its end event follows its status write, so it is
+/// waited for a moment.
+async fn ends_as(client: &Client, ns: &str, status: &Value, name: &str, twin: &Outcome) {
+    let matched = trainset_e2e::wait_until(Duration::from_secs(15), || async {
+        let seen = outcome(client, ns, status, name).await;
+        (seen == *twin).then_some(())
+    })
+    .await;
+    if matched.is_none() {
+        let seen = outcome(client, ns, status, name).await;
+        assert_eq!(seen, *twin, "{name} against its twin: {status}");
+    }
+}
+
+type Outcome = (Vec<String>, Vec<String>, Vec<String>);
 
 /// What each job is waited for under the old operator, and what trainset is to say of it.
 const EXPECTED: [(&str, &str, &str); 11] = [
@@ -526,11 +537,7 @@ async fn peer_takeover_from_training_operator_runs_nothing_twice() {
     }
     for name in FOLLOWED {
         let done = wait_condition(&apis[name], name, "Succeeded", Duration::from_secs(60)).await;
-        assert_eq!(
-            outcome(&client, &ns.name, &done, name).await,
-            twins_ended[name],
-            "{name} against its twin: {done}"
-        );
+        ends_as(&client, &ns.name, &done, name, &twins_ended[name]).await;
         assert_eq!(done["state"], "Succeeded", "{name}: {done}");
         assert_eq!(
             condition(&done, "Running")["status"],
@@ -664,6 +671,8 @@ async fn peer_takeover_from_mpi_operator_runs_nothing_twice() {
         mpijob("mpi-done", 1, 0, json!({}), json!({})),
         mpijob("mpi-held", 1, 1, json!({"suspend": true}), json!({})),
         mpijob("mpi-queued", 1, 1, json!({}), queued),
+        // mpi-running's twin, which ends under mpi-operator.
+        mpijob("mpi-twin", 2, 15, json!({}), json!({})),
     ];
     let mut apis = BTreeMap::new();
     for manifest in &manifests {
@@ -687,6 +696,14 @@ async fn peer_takeover_from_mpi_operator_runs_nothing_twice() {
         Duration::from_secs(120),
     )
     .await;
+    let twin = wait_condition(
+        &apis["mpi-twin"],
+        "mpi-twin",
+        "Succeeded",
+        Duration::from_secs(120),
+    )
+    .await;
+    let twin_ended = outcome(&client, &ns, &twin, "mpi-twin").await;
     wait_condition(
         &apis["mpi-held"],
         "mpi-held",
@@ -756,6 +773,8 @@ async fn peer_takeover_from_mpi_operator_runs_nothing_twice() {
         ended["replicaStatuses"]["Launcher"]["succeeded"], 1,
         "{ended}"
     );
+    // As its twin ended under mpi-operator: conditions, counts, end events.
+    ends_as(&client, &ns, &ended, "mpi-running", &twin_ended).await;
     assert_eq!(
         ended["takeover"]["previousOperator"], "mpi-operator",
         "{ended}"

@@ -357,8 +357,12 @@ pub fn derive(
         conditions.set(SUCCEEDED, true, &format!("{kind}Succeeded"), &message);
         conditions.stop(RUNNING);
         conditions.remove(RESTARTING);
+        // training-operator counts the pods still active at the end as succeeded; mpi-operator
+        // counts no worker once its launcher is done.
         for replica in status.replica_statuses.values_mut() {
-            replica.succeeded = replica.succeeded.saturating_add(replica.active);
+            if seen.launcher.is_none() {
+                replica.succeeded = replica.succeeded.saturating_add(replica.active);
+            }
             replica.active = 0;
         }
         let launcher_done = launcher_job
