@@ -421,6 +421,9 @@ fn an_mpijob_of_mpi_operator_ends_as_its_launcher_job_does() {
         Some(at(5)),
         "the launcher Job's completion"
     );
+    // As mpi-operator counts them once its launcher is done: no worker.
+    assert_eq!(status.replica_statuses["Worker"].active, 0);
+    assert_eq!(status.replica_statuses["Worker"].succeeded, 0);
 
     let failed = launcher(Some("Failed"));
     let status = planned(&job, &pods, Some(Some(&failed)), 10)
