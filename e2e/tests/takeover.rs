@@ -657,6 +657,16 @@ fn mpijob(
     })
 }
 
+/// An MPIJob whose launcher exits 1 with no retry: mpi-operator fails it.
+fn failing_mpijob() -> Value {
+    let mut failing = mpijob("mpi-failed", 1, 0, json!({"backoffLimit": 0}), json!({}));
+    failing["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["metadata"] = json!({
+        "labels": {"pod-container-running-failed.stage.kwok.x-k8s.io": "true"},
+        "annotations": {"pod-container-running-failed.stage.kwok.x-k8s.io/exit-code": "1"}
+    });
+    failing
+}
+
 #[tokio::test]
 #[ignore = "needs the local control plane (e2e/cluster up) and builds mpi-operator v0.8.2"]
 async fn peer_takeover_from_mpi_operator_runs_nothing_twice() {
@@ -673,6 +683,7 @@ async fn peer_takeover_from_mpi_operator_runs_nothing_twice() {
         mpijob("mpi-queued", 1, 1, json!({}), queued),
         // mpi-running's twin, which ends under mpi-operator.
         mpijob("mpi-twin", 2, 15, json!({}), json!({})),
+        failing_mpijob(),
     ];
     let mut apis = BTreeMap::new();
     for manifest in &manifests {
@@ -693,6 +704,13 @@ async fn peer_takeover_from_mpi_operator_runs_nothing_twice() {
         &apis["mpi-done"],
         "mpi-done",
         "Succeeded",
+        Duration::from_secs(120),
+    )
+    .await;
+    wait_condition(
+        &apis["mpi-failed"],
+        "mpi-failed",
+        "Failed",
         Duration::from_secs(120),
     )
     .await;
@@ -721,6 +739,7 @@ async fn peer_takeover_from_mpi_operator_runs_nothing_twice() {
 
     let (verdicts, ok) = dry_run(&ns);
     let expected = [
+        ("mpi-failed", "finished"),
         ("mpi-running", "follow"),
         ("mpi-done", "finished"),
         ("mpi-held", "held"),
@@ -747,6 +766,16 @@ async fn peer_takeover_from_mpi_operator_runs_nothing_twice() {
         "FollowingPreviousOperator",
     )
     .await;
+    let failed = wait_for(
+        Duration::from_secs(30),
+        "mpi-failed to show Failed",
+        || async {
+            let status = status(&apis["mpi-failed"].get("mpi-failed").await.ok()?);
+            (status["state"] == "Failed").then_some(status)
+        },
+    )
+    .await;
+    assert_eq!(condition(&failed, "Failed")["status"], "True", "{failed}");
     let done = wait_for(
         Duration::from_secs(30),
         "mpi-done to show Succeeded",
@@ -812,22 +841,48 @@ async fn peer_takeover_from_mpi_operator_runs_nothing_twice() {
 async fn peer_takeover_from_trainer_adopts_its_jobsets() {
     let client = client().await;
     let peer = Peer::start("trainer");
-    let ns = TestNamespace::create(&client, "takeover-v2").await;
-    let manifest = json!({
-        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-        "metadata": {"name": "running"},
-        "spec": {
-            "runtimeRef": {"name": "torch-distributed"},
-            "trainer": {"numNodes": 2, "resourcesPerNode": {"requests": {"cpu": "1"}}},
-            "runtimePatches": [{"manager": "trainset.io/e2e", "trainingRuntimeSpec": {"template": {"spec": {
-                "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"metadata": delay(UNTIL_ENDED)}}}}]
-            }}}}]
-        }
-    });
-    let api =
-        trainset_e2e::create_when_admitted(&client, &ns.name, &manifest, Duration::from_secs(60))
-            .await
-            .unwrap_or_else(|e| panic!("creating the TrainJob: {e}"));
+    // No quota yet: the queued TrainJob waits in Kueue, which queues TrainJobs itself.
+    let mut queues = trainset_e2e::kueue::Queues::new(&client, "takeover-v2", "cpu", "0").await;
+    let ns = &queues.ns;
+    let trainjob = |name: &str, seconds: u32, labels: Value| {
+        json!({
+            "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {
+                "runtimeRef": {"name": "torch-distributed"},
+                "trainer": {"numNodes": 2, "resourcesPerNode": {"requests": {"cpu": "1"}}},
+                "runtimePatches": [{"manager": "trainset.io/e2e", "trainingRuntimeSpec": {"template": {"spec": {
+                    "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"metadata": delay(seconds)}}}}]
+                }}}}]
+            }
+        })
+    };
+    let mut apis = BTreeMap::new();
+    let queued = json!({"kueue.x-k8s.io/queue-name": trainset_e2e::kueue::QUEUE});
+    for (name, seconds, labels) in [
+        ("running", UNTIL_ENDED, json!({})),
+        ("done", 1, json!({})),
+        ("queued", 1, queued),
+    ] {
+        let created = trainset_e2e::create_when_admitted(
+            &client,
+            &ns.name,
+            &trainjob(name, seconds, labels),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("creating TrainJob {name}: {e}"));
+        apis.insert(name, created);
+    }
+    let api = apis["running"].clone();
+    wait_condition(&apis["done"], "done", "Complete", Duration::from_secs(120)).await;
+    wait_condition(
+        &apis["queued"],
+        "queued",
+        "Suspended",
+        Duration::from_secs(60),
+    )
+    .await;
     wait_for(
         Duration::from_secs(120),
         "Trainer's JobSet and its pods",
@@ -843,11 +898,17 @@ async fn peer_takeover_from_trainer_adopts_its_jobsets() {
     )
     .await;
     let (verdicts, ok) = dry_run(&ns.name);
-    assert_eq!(
-        verdicts.get("running").map(String::as_str),
-        Some("adopt"),
-        "{verdicts:?}"
-    );
+    for (name, verdict) in [
+        ("running", "adopt"),
+        ("done", "finished"),
+        ("queued", "held"),
+    ] {
+        assert_eq!(
+            verdicts.get(name).map(String::as_str),
+            Some(verdict),
+            "{name}: {verdicts:?}"
+        );
+    }
     assert!(ok);
     let jobsets: Api<JobSet> = Api::namespaced(client.clone(), &ns.name);
     let jobset_uid = jobsets.get("running").await.expect("JobSet").uid();
@@ -921,7 +982,26 @@ async fn peer_takeover_from_trainer_adopts_its_jobsets() {
     );
     end_jobset_pods(&client, &ns.name, "running").await;
     wait_condition(&api, "running", "Complete", Duration::from_secs(120)).await;
-    ns.delete().await;
+    // The finished one stays as Trainer left it; the queued one runs once Kueue admits it, in
+    // the suspended JobSet Trainer made for it, which trainset resumes.
+    let done = status(&apis["done"].get("done").await.expect("TrainJob"));
+    assert_eq!(condition(&done, "Complete")["status"], "True", "{done}");
+    queues.set_quota("10").await;
+    wait_condition(
+        &apis["queued"],
+        "queued",
+        "Complete",
+        Duration::from_secs(120),
+    )
+    .await;
+    let made = jobsets.get("queued").await.expect("JobSet");
+    assert_eq!(
+        made.labels()
+            .get("app.kubernetes.io/managed-by")
+            .map(String::as_str),
+        Some("trainset")
+    );
+    queues.delete().await;
 }
 
 async fn pod_uids_of_jobset(client: &Client, ns: &str, jobset: &str) -> Vec<String> {

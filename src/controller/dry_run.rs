@@ -238,8 +238,14 @@ async fn trainjob_rows(cluster: &Cluster) -> Result<Vec<Row>, Error> {
             let (namespace, name) = (job.namespace().unwrap_or_default(), job.name_any());
             let jobset = cluster.jobset(&namespace, &name);
             let holder = jobset.map(|j| holder(j.meta(), &kind, &name, job.uid().as_deref()));
+            let suspended = job.spec.suspend == Some(true);
             let (verdict, why) = if job.status.as_ref().is_some_and(is_finished) {
                 (Verdict::Finished, "finished: kept as it is".to_owned())
+            } else if suspended && holder == Some(Holder::This) {
+                (
+                    Verdict::Held,
+                    format!("suspended: its JobSet {name} stays suspended until it is resumed"),
+                )
             } else {
                 match holder {
                     Some(Holder::This) => (
@@ -258,7 +264,7 @@ async fn trainjob_rows(cluster: &Cluster) -> Result<Vec<Row>, Error> {
                         Verdict::Refuse,
                         crate::plan::name_conflict(&kind, &name, &other),
                     ),
-                    None if job.spec.suspend == Some(true) => (
+                    None if suspended => (
                         Verdict::Held,
                         "suspended: no JobSet until it is resumed".to_owned(),
                     ),
