@@ -245,7 +245,9 @@ pub fn plan<K: Served>(facts: &mut Facts<'_, K>) -> Option<Plan> {
         // that says so reads as mpi-operator's `v2beta1`: nothing is done to it by the rules of
         // the other API.
         let message = format!(
-            "{} {}'s pods were made by {operator}, whose API differs from the one trainset reads              the job as ({}); trainset leaves it alone until it says which it is: annotate it              {API_VERSION_ANNOTATION}=v1 if it was created as kubeflow.org/v1",
+            "{} {}'s pods were made by {operator}, whose API differs from the one trainset reads \
+             the job as ({}); trainset leaves it alone until it says which it is: annotate it \
+             {API_VERSION_ANNOTATION}=v1 if it was created as kubeflow.org/v1",
             K::kind(&()),
             job.name_any(),
             job.operator_name()
