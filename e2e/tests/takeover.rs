@@ -883,20 +883,7 @@ async fn peer_takeover_from_trainer_adopts_its_jobsets() {
         Duration::from_secs(60),
     )
     .await;
-    wait_for(
-        Duration::from_secs(120),
-        "Trainer's JobSet and its pods",
-        || async {
-            let pods = trainset_e2e::pods_with(
-                &client,
-                &ns.name,
-                "jobset.sigs.k8s.io/jobset-name=running",
-            )
-            .await;
-            (pods.len() == 2).then_some(())
-        },
-    )
-    .await;
+    jobset_pods(&client, &ns.name, "running", 2, Duration::from_secs(120)).await;
     let (verdicts, ok) = dry_run(&ns.name);
     for (name, verdict) in [
         ("running", "adopt"),
@@ -944,37 +931,11 @@ async fn peer_takeover_from_trainer_adopts_its_jobsets() {
         .await
         .expect("suspend");
     wait_condition(&api, "running", "Suspended", Duration::from_secs(60)).await;
-    wait_for(
-        Duration::from_secs(60),
-        "the suspended TrainJob's pods to go",
-        || async {
-            let pods = trainset_e2e::pods_with(
-                &client,
-                &ns.name,
-                "jobset.sigs.k8s.io/jobset-name=running",
-            )
-            .await;
-            pods.is_empty().then_some(())
-        },
-    )
-    .await;
+    jobset_pods(&client, &ns.name, "running", 0, Duration::from_secs(60)).await;
     api.patch("running", &PatchParams::default(), &suspend(false))
         .await
         .expect("resume");
-    wait_for(
-        Duration::from_secs(60),
-        "the resumed TrainJob's pods",
-        || async {
-            let pods = trainset_e2e::pods_with(
-                &client,
-                &ns.name,
-                "jobset.sigs.k8s.io/jobset-name=running",
-            )
-            .await;
-            (pods.len() == 2).then_some(())
-        },
-    )
-    .await;
+    jobset_pods(&client, &ns.name, "running", 2, Duration::from_secs(60)).await;
     assert_eq!(
         jobsets.get("running").await.expect("JobSet").uid(),
         jobset_uid,
@@ -1002,6 +963,20 @@ async fn peer_takeover_from_trainer_adopts_its_jobsets() {
         Some("trainset")
     );
     queues.delete().await;
+}
+
+/// Waits until the JobSet `jobset` has `count` pods not being deleted.
+async fn jobset_pods(client: &Client, ns: &str, jobset: &str, count: usize, limit: Duration) {
+    let selector = format!("jobset.sigs.k8s.io/jobset-name={jobset}");
+    wait_for(
+        limit,
+        &format!("{count} pods of JobSet {jobset}"),
+        || async {
+            let pods = trainset_e2e::pods_with(client, ns, &selector).await;
+            (pods.len() == count).then_some(())
+        },
+    )
+    .await;
 }
 
 async fn pod_uids_of_jobset(client: &Client, ns: &str, jobset: &str) -> Vec<String> {

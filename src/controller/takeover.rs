@@ -23,103 +23,52 @@ pub async fn stop(
     ctx: &Context,
 ) -> Result<(), Error> {
     for object in objects {
-        let (name, uid) = (object.name.as_str(), object.uid.as_deref());
-        let client = ctx.client.clone();
+        let target = Target {
+            client: &ctx.client,
+            namespace,
+            name: &object.name,
+            uid: object.uid.as_deref(),
+            owner,
+        };
         match object.kind {
-            ForeignKind::Pod => {
-                delete(
-                    Api::<Pod>::namespaced(client, namespace),
-                    name,
-                    uid,
-                    owner,
-                    false,
-                )
-                .await?
-            }
-            ForeignKind::Service => {
-                delete(
-                    Api::<Service>::namespaced(client, namespace),
-                    name,
-                    uid,
-                    owner,
-                    false,
-                )
-                .await?;
-            }
-            ForeignKind::Job => {
-                delete(
-                    Api::<Job>::namespaced(client, namespace),
-                    name,
-                    uid,
-                    owner,
-                    true,
-                )
-                .await?
-            }
-            ForeignKind::ConfigMap => {
-                delete(
-                    Api::<ConfigMap>::namespaced(client, namespace),
-                    name,
-                    uid,
-                    owner,
-                    false,
-                )
-                .await?;
-            }
-            ForeignKind::Secret => {
-                delete(
-                    Api::<Secret>::namespaced(client, namespace),
-                    name,
-                    uid,
-                    owner,
-                    false,
-                )
-                .await?
-            }
-            ForeignKind::ServiceAccount => {
-                let api = Api::<ServiceAccount>::namespaced(client, namespace);
-                delete(api, name, uid, owner, false).await?;
-            }
-            ForeignKind::Role => {
-                delete(
-                    Api::<Role>::namespaced(client, namespace),
-                    name,
-                    uid,
-                    owner,
-                    false,
-                )
-                .await?
-            }
-            ForeignKind::RoleBinding => {
-                delete(
-                    Api::<RoleBinding>::namespaced(client, namespace),
-                    name,
-                    uid,
-                    owner,
-                    false,
-                )
-                .await?;
-            }
+            ForeignKind::Pod => delete::<Pod>(&target).await?,
+            ForeignKind::Service => delete::<Service>(&target).await?,
+            ForeignKind::Job => delete::<Job>(&target).await?,
+            ForeignKind::ConfigMap => delete::<ConfigMap>(&target).await?,
+            ForeignKind::Secret => delete::<Secret>(&target).await?,
+            ForeignKind::ServiceAccount => delete::<ServiceAccount>(&target).await?,
+            ForeignKind::Role => delete::<Role>(&target).await?,
+            ForeignKind::RoleBinding => delete::<RoleBinding>(&target).await?,
         }
     }
     Ok(())
 }
 
-/// Deletes `name` while it has `uid`; without one, reads it first and deletes it only if
-/// `owner` controls it and it lacks trainset's label. Gone already (or another object now) is
-/// fine. `foreground`: the object stays until what it owns is gone (a launcher Job's pods).
-async fn delete<T>(
-    api: Api<T>,
-    name: &str,
-    uid: Option<&str>,
-    owner: Option<&str>,
-    foreground: bool,
-) -> Result<(), Error>
+/// One object to delete: `name` in `namespace`, while it has `uid`; without one, only where
+/// `owner` controls it and trainset did not make it.
+struct Target<'a> {
+    client: &'a kube::Client,
+    namespace: &'a str,
+    name: &'a str,
+    uid: Option<&'a str>,
+    owner: Option<&'a str>,
+}
+
+/// Deletes the target, as it reads it first where no uid names it. Gone already (or another
+/// object now) is fine. A Job goes in the foreground: it stays until its pods are gone, so a
+/// launcher's pod is never left without the Job that says whose it is.
+async fn delete<T>(target: &Target<'_>) -> Result<(), Error>
 where
-    T: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned,
+    T: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned,
 {
+    let api: Api<T> = Api::namespaced(target.client.clone(), target.namespace);
+    let (name, owner) = (target.name, target.owner);
     let kind = T::kind(&());
-    let uid = match uid {
+    let foreground = kind == Job::kind(&());
+    let uid = match target.uid {
         Some(uid) => uid.to_owned(),
         None => {
             let Some(found) = api
