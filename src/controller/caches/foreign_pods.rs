@@ -12,7 +12,6 @@ use jobset_types::keys::label as jobset_label;
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodStatus,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -48,23 +47,7 @@ fn project(pod: &mut Pod) {
         JOB_ROLE,
         OPERATOR_NAME,
     ];
-    let meta = std::mem::take(&mut pod.metadata);
-    pod.metadata = ObjectMeta {
-        name: meta.name,
-        namespace: meta.namespace,
-        uid: meta.uid,
-        resource_version: meta.resource_version,
-        labels: meta.labels.map(|mut labels| {
-            labels.retain(|key, _| LABELS.contains(&key.as_str()));
-            labels
-        }),
-        owner_references: meta.owner_references.map(|mut owners| {
-            owners.retain(|o| o.controller == Some(true));
-            owners
-        }),
-        deletion_timestamp: meta.deletion_timestamp,
-        ..ObjectMeta::default()
-    };
+    pod.metadata = super::trimmed(std::mem::take(&mut pod.metadata), &LABELS);
     pod.spec = None;
     let container = |status: ContainerStatus| ContainerStatus {
         name: status.name,

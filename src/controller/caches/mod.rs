@@ -301,19 +301,7 @@ impl Watches {
         .modify(|service| {
             // Every item's `apiVersion` and `kind` (two strings) say what the watch already does.
             service.types = None;
-            let meta = std::mem::take(&mut service.metadata);
-            service.metadata = ObjectMeta {
-                name: meta.name,
-                namespace: meta.namespace,
-                uid: meta.uid,
-                resource_version: meta.resource_version,
-                owner_references: meta.owner_references.map(|mut owners| {
-                    owners.retain(|o| o.controller == Some(true));
-                    owners
-                }),
-                deletion_timestamp: meta.deletion_timestamp,
-                ..ObjectMeta::default()
-            };
+            service.metadata = trimmed(std::mem::take(&mut service.metadata), &[]);
         })
         .reflect(self.service_writer)
         .take_until(shutdown.clone())
@@ -385,18 +373,7 @@ async fn watch_pods(
         .inspect(move |event| health.record(event))
         .modify(|pod| {
             pod.types = None;
-            let meta = std::mem::take(&mut pod.metadata);
-            pod.metadata = ObjectMeta {
-                name: meta.name,
-                namespace: meta.namespace,
-                resource_version: meta.resource_version,
-                labels: meta.labels.map(|mut labels| {
-                    labels.retain(|key, _| LABELS.contains(&key.as_str()));
-                    labels
-                }),
-                deletion_timestamp: meta.deletion_timestamp,
-                ..ObjectMeta::default()
-            };
+            pod.metadata = trimmed(std::mem::take(&mut pod.metadata), &LABELS);
         })
         .take_until(shutdown);
     let mut events = std::pin::pin!(events);
@@ -430,6 +407,30 @@ async fn watch_pods(
             // A closed channel is a controller that stopped: nothing to tell.
             let _ = tx.send(Ok(pod)).await;
         }
+    }
+}
+
+/// Of an object's metadata, what the metadata-only caches keep: its name, namespace, uid and
+/// version, the `labels` asked for, its controller owner and whether it is being deleted.
+fn trimmed(meta: ObjectMeta, labels: &[&str]) -> ObjectMeta {
+    ObjectMeta {
+        name: meta.name,
+        namespace: meta.namespace,
+        uid: meta.uid,
+        resource_version: meta.resource_version,
+        labels: meta
+            .labels
+            .map(|mut kept| {
+                kept.retain(|key, _| labels.contains(&key.as_str()));
+                kept
+            })
+            .filter(|kept| !kept.is_empty()),
+        owner_references: meta.owner_references.map(|mut owners| {
+            owners.retain(|o| o.controller == Some(true));
+            owners
+        }),
+        deletion_timestamp: meta.deletion_timestamp,
+        ..ObjectMeta::default()
     }
 }
 
